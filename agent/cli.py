@@ -1,0 +1,202 @@
+"""The ``geak`` command.
+
+  geak eval PATH::SYMBOL [--candidate PATH::SYMBOL] [--runner local] [--json]
+
+``--json`` prints one JSON document on stdout; people's output goes to stderr.
+Exit codes: 0 success, 1 the work ran but found no verified result, 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from runner.config import ConfigError, options_from_settings, project_settings
+from runner.schema import EvalOptions, EvalResult, Tolerance, to_json
+from runner.source import SourceError, build_request, find_project_root, parse_spec
+
+EXIT_OK, EXIT_UNVERIFIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors exit 2, with the usage line
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"geak: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="geak", description="Evaluate and optimize Triton / PyTorch kernels.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    e = sub.add_parser("eval", help="check a target (and a candidate) for correctness and speed",
+                       description="Check PATH::SYMBOL on its own inputs; with --candidate, check "
+                                   "that the candidate reproduces it and measure both.")
+    e.add_argument("target", metavar="PATH::SYMBOL")
+    e.add_argument("--candidate", metavar="PATH::SYMBOL")
+    e.add_argument("--runner", default=None, metavar="local|URL",
+                   help="where to evaluate (default: $GEAK_RUNNER_URL, else local)")
+    e.add_argument("--json", action="store_true", help="print the EvalResult as JSON on stdout")
+    e.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto",
+                   help="local runner device (default: a GPU if torch sees one, else the "
+                        "Triton CPU interpreter)")
+    e.add_argument("--trials", type=int, help="fresh seeded inputs per case (default 3)")
+    e.add_argument("--cases", help="comma-separated case indices to run (default: all)")
+    e.add_argument("--atol", type=float, help="absolute tolerance for every float dtype")
+    e.add_argument("--rtol", type=float, help="relative tolerance for every float dtype")
+    e.add_argument("--no-timing", action="store_true", help="correctness only")
+    e.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    return p
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def _err(msg: str = "") -> None:
+    print(msg, file=sys.stderr)
+
+
+def _fmt(x: Optional[float], spec: str = ".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
+    lines = []
+    head = f"geak eval  {target}" + (f"  vs  {candidate}" if candidate else "  (against itself)")
+    lines.append(head)
+    d = result.device
+    if d:
+        lines.append(f"device     {d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
+                     + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
+    if result.cases:
+        rows = [("case", "shapes", "result", "max abs", "max rel", "ref ms", "cand ms", "speedup", "%peak BW")]
+        for c in result.cases:
+            status = "skipped" if c.skipped else ("pass" if c.passed else ("FAIL" if c.trials else "-"))
+            t = c.timing
+            rows.append((c.label, c.shapes, status, _fmt(c.max_abs_err), _fmt(c.max_rel_err),
+                         _fmt(t.ref_ms, ".4f") if t else "-", _fmt(t.cand_ms, ".4f") if t else "-",
+                         f"{t.speedup:.2f}x" if t else "-",
+                         _fmt(t.cand_bw_pct_peak, ".0f") if t and t.cand_bw_pct_peak else "-"))
+        widths = [min(max(len(r[i]) for r in rows), 44) for i in range(len(rows[0]))]
+        lines.append("")
+        for r in rows:
+            lines.append("  " + "  ".join(str(v)[:widths[i]].ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+        lines.append("")
+        for c in result.cases:
+            if c.skipped:
+                lines.append(f"  skipped {c.label}: {c.skipped}")
+            elif c.detail and not c.passed:
+                lines.append(f"  {c.label}: {c.detail}")
+    verdict = {"ok": "VERIFIED" if candidate else "OK"}.get(result.status, result.status.upper())
+    lines.append(f"verdict    {verdict}: {result.message}")
+    if result.timing:
+        t = result.timing
+        lines.append(f"timing     Σ ref {t.ref_ms:.4f} ms, Σ cand {t.cand_ms:.4f} ms, speedup "
+                     f"{t.speedup:.3f}x (geomean {t.speedup_geomean:.3f}x), {t.method}, "
+                     f"spread ±{t.spread_pct:.1f}%")
+    elif result.timing_unavailable:
+        lines.append(f"timing     unavailable: {result.timing_unavailable}")
+    for f in result.flags:
+        if f.severity != "info" or result.status == "rejected":
+            lines.append(f"{f.severity:<10} {f.code}: {f.message}")
+    if result.error:
+        e = result.error
+        if e.hint:
+            lines.append(f"what to do {e.hint}")
+        if e.traceback and e.traceback.strip() != e.message.strip():
+            lines.append("")
+            lines.extend("  " + ln for ln in e.traceback.strip().splitlines()[-25:])
+    if result.log and result.status not in ("ok",):
+        lines.append("")
+        lines.append("output of the code (last lines):")
+        lines.extend("  " + ln for ln in result.log.strip().splitlines()[-15:])
+    return "\n".join(lines)
+
+
+def exit_code(result: EvalResult) -> int:
+    if result.status == "ok" and result.correct:
+        return EXIT_OK
+    if result.error and (result.error.side == "reference" or result.error.kind in (
+            "bad_request", "syntax_error", "missing_symbol", "no_inputs", "bad_inputs",
+            "signature_mismatch")):
+        return EXIT_BAD_INPUT
+    return EXIT_UNVERIFIED
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def _options(args, root: Path) -> EvalOptions:
+    opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
+    if args.trials is not None:
+        if args.trials < 1:
+            raise ConfigError("--trials must be at least 1")
+        opts.trials = args.trials
+    if args.cases:
+        try:
+            opts.cases = [int(x) for x in args.cases.split(",")]
+        except ValueError:
+            raise ConfigError("--cases takes comma-separated integers, e.g. 0,2") from None
+    if args.atol is not None or args.rtol is not None:
+        opts.tolerance["default"] = Tolerance(atol=args.atol if args.atol is not None else 0.0,
+                                              rtol=args.rtol if args.rtol is not None else 0.0)
+    if args.no_timing:
+        opts.timing = False
+    opts.device = args.device
+    return opts
+
+
+def make_runner(spec: Optional[str], device: str, workers: int):
+    spec = spec or os.environ.get("GEAK_RUNNER_URL") or "local"
+    if spec == "local":
+        from runner.local import LocalRunner
+        return LocalRunner(workers=workers, device=device)
+    raise ConfigError(f"runner '{spec}': only 'local' is available in this version "
+                      "(remote runners need a `geak-runner serve` daemon)")
+
+
+def cmd_eval(args) -> int:
+    try:
+        path, _ = parse_spec(args.target)
+        root = find_project_root(Path(path))
+        opts = _options(args, root)
+        req, info, flags = build_request(args.target, args.candidate, opts, root=root)
+        runner = make_runner(args.runner, args.device, args.workers)
+    except SourceError as e:
+        _err(f"geak: {e.info.message}")
+        if e.info.hint:
+            _err(f"  what to do: {e.info.hint}")
+        if args.json:
+            print(to_json(EvalResult(status="compile_error" if e.info.kind != "bad_request" else "rejected",
+                                     correct=False, message=e.info.message, error=e.info), indent=2))
+        return EXIT_BAD_INPUT
+    except ConfigError as e:
+        _err(f"geak: {e}")
+        return EXIT_BAD_INPUT
+    if info.note:
+        _err(f"note: {info.note}")
+    _err(f"evaluating {req.target}" + (f" against {req.candidate}" if req.candidate else "") + " ...")
+    try:
+        result = runner.evaluate(req)
+    finally:
+        runner.close()
+    _err(render(result, str(req.target), str(req.candidate) if req.candidate else None))
+    if args.json:
+        print(to_json(result, indent=2))
+    return exit_code(result)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "eval":
+            return cmd_eval(args)
+    except KeyboardInterrupt:
+        _err("geak: interrupted")
+        return 130
+    return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

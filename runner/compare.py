@@ -1,0 +1,266 @@
+"""Structural comparison of outputs, with dtype-aware tolerances.
+
+Tensors, tuples, lists, dicts, scalars and None are compared element by element; containers
+must have the same length and keys (nothing is truncated), tensors the same shape, dtype and
+device kind. Floating values pass when |actual - expected| <= atol + rtol * |expected|, NaN
+only where the expected value is NaN, and infinities must match exactly.
+
+Runs inside the worker (needs torch). The comparison is done on float64 copies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from .schema import Tolerance
+
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-7, rtol=1e-7),
+    "float32": Tolerance(atol=1e-5, rtol=1e-4),
+    "float16": Tolerance(atol=1e-3, rtol=2e-3),
+    "bfloat16": Tolerance(atol=1e-2, rtol=1.6e-2),
+    "float8_e4m3fn": Tolerance(atol=1e-1, rtol=1.25e-1),
+    "float8_e4m3fnuz": Tolerance(atol=1e-1, rtol=1.25e-1),
+    "float8_e5m2": Tolerance(atol=2e-1, rtol=2.5e-1),
+    "float8_e5m2fnuz": Tolerance(atol=2e-1, rtol=2.5e-1),
+    "complex64": Tolerance(atol=1e-5, rtol=1e-4),
+    "complex128": Tolerance(atol=1e-7, rtol=1e-7),
+}
+_PY_FLOAT = "float32"  # Python floats usually come from .item() of float32 results
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def tolerance_for(dtype: str, overrides: dict[str, Tolerance]) -> Tolerance:
+    if dtype in overrides:
+        return overrides[dtype]
+    if "default" in overrides:
+        return overrides["default"]
+    return DEFAULT_TOLERANCES.get(dtype, Tolerance(atol=0.0, rtol=0.0))
+
+
+@dataclass
+class Comparison:
+    ok: bool = True
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    detail: Optional[str] = None
+
+    def fail(self, detail: str) -> "Comparison":
+        if self.ok:
+            self.ok, self.detail = False, detail
+        return self
+
+    def merge(self, other: "Comparison") -> None:
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+        if not other.ok:
+            self.fail(other.detail or "mismatch")
+
+
+def _fmt_index(shape, flat: int) -> str:
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat % s if s else 0)
+        flat //= s if s else 1
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tolerance]) -> Comparison:
+    c = Comparison()
+    if not isinstance(act, torch.Tensor):
+        return c.fail(f"{path}: expected a tensor, got {type(act).__name__}")
+    if tuple(exp.shape) != tuple(act.shape):
+        return c.fail(f"{path}: shape {tuple(act.shape)}, expected {tuple(exp.shape)}")
+    if exp.dtype != act.dtype:
+        return c.fail(f"{path}: dtype {dtype_name(act.dtype)}, expected {dtype_name(exp.dtype)}")
+    if exp.device.type != act.device.type:
+        return c.fail(f"{path}: on {act.device.type}, expected on {exp.device.type}")
+    if exp.numel() == 0:
+        return c
+    dt = dtype_name(exp.dtype)
+    if not (exp.is_floating_point() or exp.is_complex()):
+        diff = exp != act
+        n = int(diff.sum())
+        if n:
+            flat = int(diff.reshape(-1).nonzero()[0])
+            e, a = exp.reshape(-1)[flat].item(), act.reshape(-1)[flat].item()
+            c.max_abs = float((exp.to(torch.float64) - act.to(torch.float64)).abs().max()) \
+                if exp.dtype != torch.bool else 1.0
+            return c.fail(f"{path}{_fmt_index(exp.shape, flat)}: {a}, expected {e} "
+                          f"({n} of {exp.numel()} elements differ; {dt} must match exactly)")
+        return c
+    tol = tolerance_for(dt, tols)
+    if exp.is_complex():
+        e64, a64 = torch.view_as_real(exp).to(torch.float64), torch.view_as_real(act).to(torch.float64)
+    else:
+        e64, a64 = exp.to(torch.float64), act.to(torch.float64)
+    e_nan, a_nan = torch.isnan(e64), torch.isnan(a64)
+    bad = e_nan != a_nan
+    e_inf = torch.isinf(e64)
+    bad |= e_inf & (e64 != a64)
+    finite = ~(e_nan | a_nan | e_inf)
+    err = torch.where(finite, (a64 - e64).abs(), torch.zeros((), dtype=torch.float64, device=e64.device))
+    err = torch.where(torch.isinf(a64) & ~e_inf, torch.full((), math.inf, dtype=torch.float64,
+                                                            device=e64.device), err)
+    limit = tol.atol + tol.rtol * e64.abs()
+    bad |= err > limit
+    c.max_abs = float(err.max())
+    denom = torch.clamp(e64.abs(), min=max(tol.atol, 1e-30))
+    c.max_rel = float((err / denom).max())
+    n_bad = int(bad.sum())
+    if n_bad:
+        flat = int(bad.reshape(-1).nonzero()[0])
+        e, a = e64.reshape(-1)[flat].item(), a64.reshape(-1)[flat].item()
+        where = _fmt_index(e64.shape, flat)
+        total = e64.numel()
+        c.fail(f"{path}{where}: {a:.6g}, expected {e:.6g} ({n_bad} of {total} elements outside "
+               f"atol={tol.atol:g} + rtol={tol.rtol:g}·|expected| for {dt}; max abs error "
+               f"{c.max_abs:.3g}, max rel error {c.max_rel:.3g})")
+    return c
+
+
+def compare(expected: Any, actual: Any, tols: Optional[dict[str, Tolerance]] = None,
+            path: str = "output") -> Comparison:
+    tols = tols or {}
+    if isinstance(expected, torch.Tensor):
+        return _compare_tensor(expected, actual, path, tols)
+    c = Comparison()
+    if expected is None:
+        return c if actual is None else c.fail(f"{path}: expected None, got {type(actual).__name__}")
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)):
+            return c.fail(f"{path}: expected a {type(expected).__name__} of {len(expected)}, got "
+                          f"{type(actual).__name__}")
+        if len(expected) != len(actual):
+            return c.fail(f"{path}: {len(actual)} items, expected {len(expected)}")
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            c.merge(compare(e, a, tols, f"{path}[{i}]"))
+        return c
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return c.fail(f"{path}: expected a dict, got {type(actual).__name__}")
+        if set(expected) != set(actual):
+            missing, extra = set(expected) - set(actual), set(actual) - set(expected)
+            return c.fail(f"{path}: keys differ (missing {sorted(map(str, missing))}, "
+                          f"unexpected {sorted(map(str, extra))})")
+        for k in expected:
+            c.merge(compare(expected[k], actual[k], tols, f"{path}[{k!r}]"))
+        return c
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return c if expected is actual or (type(expected) is type(actual) and expected == actual) \
+            else c.fail(f"{path}: {actual!r}, expected {expected!r}")
+    if isinstance(expected, int) and not isinstance(actual, float):
+        if not isinstance(actual, int):
+            return c.fail(f"{path}: expected an int, got {type(actual).__name__}")
+        return c if expected == actual else c.fail(f"{path}: {actual}, expected {expected}")
+    if isinstance(expected, float) or isinstance(actual, float):
+        if not isinstance(actual, (int, float)):
+            return c.fail(f"{path}: expected a number, got {type(actual).__name__}")
+        t = tolerance_for(_PY_FLOAT, tols)
+        e, a = float(expected), float(actual)
+        if math.isnan(e) or math.isnan(a):
+            return c if math.isnan(e) and math.isnan(a) else c.fail(f"{path}: {a}, expected {e}")
+        if math.isinf(e) or math.isinf(a):
+            return c if e == a else c.fail(f"{path}: {a}, expected {e}")
+        c.max_abs = abs(a - e)
+        c.max_rel = c.max_abs / max(abs(e), t.atol, 1e-30)
+        if c.max_abs > t.atol + t.rtol * abs(e):
+            c.fail(f"{path}: {a:.6g}, expected {e:.6g}")
+        return c
+    try:
+        same = bool(expected == actual)
+    except Exception:
+        same = False
+    return c if same else c.fail(f"{path}: {actual!r}, expected {expected!r}")
+
+
+def bitwise_equal(a: Any, b: Any) -> bool:
+    """True when two structures hold exactly the same values (NaN equal to NaN)."""
+    if isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.is_floating_point() or a.is_complex():
+            return bool(torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))) and \
+                bool(torch.equal(torch.isnan(a), torch.isnan(b)))
+        return bool(torch.equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(
+            bitwise_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(bitwise_equal(a[k], b[k]) for k in a)
+    return a is b or a == b
+
+
+# --------------------------------------------------------------------------- helpers on structures
+
+
+def tensors(obj: Any):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from tensors(o)
+
+
+def clone(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(clone(o) for o in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    return obj
+
+
+def poison(obj: Any) -> None:
+    """Overwrite every byte of every tensor's storage with 0xFF (NaN for floats, -1 for ints).
+
+    Called on buffers the harness is done with, before they are freed, so that a candidate
+    whose ``torch.empty`` lands on one finds garbage rather than the right answer.
+    """
+    with torch.no_grad():
+        for t in tensors(obj):
+            try:
+                t.untyped_storage().fill_(0xFF)
+            except Exception:  # storage-less tensors (e.g. meta) have nothing to poison
+                pass
+
+
+def summarize(obj: Any, names: Optional[list[str]] = None) -> str:
+    """'x: float32[4096, 4096], dim: 1'."""
+
+    def one(o: Any) -> str:
+        if isinstance(o, torch.Tensor):
+            return f"{dtype_name(o.dtype)}[{', '.join(map(str, o.shape))}]"
+        if isinstance(o, (list, tuple)):
+            inner = ", ".join(one(x) for x in o[:4]) + (", …" if len(o) > 4 else "")
+            return f"({inner})" if isinstance(o, tuple) else f"[{inner}]"
+        if isinstance(o, torch.dtype):
+            return dtype_name(o)
+        r = repr(o)
+        return r if len(r) <= 24 else r[:21] + "..."
+
+    if isinstance(obj, (list, tuple)):
+        parts = [f"{names[i]}: {one(o)}" if names and i < len(names) else one(o) for i, o in enumerate(obj)]
+        return ", ".join(parts)
+    return one(obj)
+
+
+def numel(obj: Any) -> int:
+    return sum(t.numel() for t in tensors(obj))
+
+
+def nbytes(obj: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors(obj))

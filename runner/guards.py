@@ -1,0 +1,273 @@
+"""Run-time observation of what user code does, inside the worker.
+
+* ``LaunchRecorder``: every Triton kernel launch (compiled or interpreted), with its stream.
+* ``OpRecorder``: every aten op the code calls outside Triton launches (a TorchDispatchMode).
+* ``Tripwire``: a stand-in for the reference symbol that records calls from a candidate.
+* ``IntegritySnapshot``: identities of timers and library functions; any replacement is caught.
+* ``InterpreterDevice``: under the CPU interpreter, ``device="cuda"`` in user code means the CPU.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Saved before any user code is imported: the harness times and synchronises through these.
+perf_counter = time.perf_counter
+
+# aten ops that allocate, view, copy or describe tensors: a wrapper may call these freely.
+BENIGN_OPS = {
+    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+    "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+    "new_full", "fill_", "zero_", "arange", "scalar_tensor", "lift_fresh", "lift_fresh_copy",
+    "copy_", "clone", "_to_copy", "to", "contiguous", "detach", "detach_", "alias", "view",
+    "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "permute", "transpose", "t",
+    "expand", "expand_as", "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes",
+    "chunk", "unbind", "narrow", "flatten", "unflatten", "view_as", "view_as_real",
+    "view_as_complex", "diagonal", "movedim", "set_", "resize_", "_local_scalar_dense", "item",
+    "is_nonzero", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "record_stream",
+    "_has_compatible_shallow_copy_type", "unfold", "_copy_from", "_copy_from_and_resize",
+    "resolve_conj", "resolve_neg", "_conj", "real", "imag", "stride", "size", "numel", "dim",
+    "is_contiguous", "is_same_size", "equal",
+}
+
+
+def op_base(func: Any) -> str:
+    """aten.empty_like.default -> empty_like."""
+    name = getattr(func, "__name__", str(func))
+    packet = getattr(func, "_overloadpacket", None)
+    if packet is not None:
+        name = getattr(packet, "__name__", name)
+    return name.split(".")[0]
+
+
+def op_qualname(func: Any) -> str:
+    packet = getattr(func, "_overloadpacket", None)
+    return f"aten.{packet.__name__}" if packet is not None else str(func)
+
+
+# --------------------------------------------------------------------------- Triton launches
+
+
+@dataclass
+class Launch:
+    kernel: str
+    file: str
+    side_stream: bool = False
+
+
+class LaunchRecorder:
+    """Wraps ``JITFunction.run`` and ``InterpretedFunction.run`` at class level.
+
+    Only real launches are recorded (``warmup=True`` compiles without launching). A launch on a
+    stream other than the one the harness set is marked ``side_stream``.
+    """
+
+    def __init__(self):
+        self.side: Optional[str] = None  # "reference" | "candidate" | None (not recording)
+        self.launches: dict[str, list[Launch]] = {"reference": [], "candidate": []}
+        self.depth = 0
+        self.expected_stream: Optional[int] = None
+        self.installed: list[tuple[type, Callable, Callable]] = []
+
+    def install(self) -> None:
+        classes = []
+        try:
+            from triton.runtime.jit import JITFunction
+            classes.append(JITFunction)
+        except Exception:
+            pass
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        except Exception:
+            pass
+        for cls in classes:
+            orig = cls.run
+            wrapped = self._wrap(orig)
+            cls.run = wrapped
+            self.installed.append((cls, orig, wrapped))
+
+    def intact(self) -> bool:
+        return all(cls.__dict__.get("run") is wrapped for cls, _, wrapped in self.installed)
+
+    def _wrap(self, orig: Callable) -> Callable:
+        recorder = self
+
+        @functools.wraps(orig)
+        def run(fn_self, *args, **kwargs):
+            if recorder.side is not None and not kwargs.get("warmup", False) and recorder.depth == 0:
+                inner = getattr(fn_self, "fn", None)
+                code = getattr(inner, "__code__", None)
+                side_stream = False
+                if recorder.expected_stream is not None:
+                    try:
+                        side_stream = torch.cuda.current_stream().cuda_stream != recorder.expected_stream
+                    except Exception:
+                        side_stream = False
+                recorder.launches[recorder.side].append(Launch(
+                    kernel=getattr(inner, "__name__", type(fn_self).__name__),
+                    file=code.co_filename if code else "?", side_stream=side_stream))
+            recorder.depth += 1
+            try:
+                return orig(fn_self, *args, **kwargs)
+            finally:
+                recorder.depth -= 1
+
+        return run
+
+
+# --------------------------------------------------------------------------- aten ops
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records aten ops called by user code, outside Triton launches (whose interpreter uses
+    torch internally)."""
+
+    def __init__(self, launches: LaunchRecorder):
+        super().__init__()
+        self.launches = launches
+        self.ops: dict[str, int] = {}
+        self.side_stream_ops: set[str] = set()
+        self.expected_stream: Optional[int] = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.launches.depth == 0:
+            name = op_qualname(func)
+            self.ops[name] = self.ops.get(name, 0) + 1
+            if self.expected_stream is not None and op_base(func) not in BENIGN_OPS:
+                try:
+                    if torch.cuda.current_stream().cuda_stream != self.expected_stream:
+                        self.side_stream_ops.add(name)
+                except Exception:
+                    pass
+        return func(*args, **(kwargs or {}))
+
+    def compute_ops(self) -> list[str]:
+        return sorted(n for n in self.ops if n.split(".")[-1] not in BENIGN_OPS)
+
+
+# --------------------------------------------------------------------------- reference tripwire
+
+
+class Tripwire:
+    """Stands in for the reference symbol where a candidate could reach it; records calls."""
+
+    def __init__(self, real: Any, name: str):
+        self.real, self.name, self.calls = real, name, 0
+        functools.update_wrapper(self, real, updated=())
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.real(*args, **kwargs)
+
+    def __getattr__(self, item):
+        return getattr(self.real, item)
+
+
+def trip_class(cls: type, counter: list) -> None:
+    """Make calls to ``cls.forward`` / ``cls.__call__`` (inherited by a candidate) countable."""
+    for attr in ("forward",):
+        real = cls.__dict__.get(attr)
+        if real is None:
+            continue
+
+        def make(real):
+            @functools.wraps(real)
+            def tripped(*a, **k):
+                counter[0] += 1
+                return real(*a, **k)
+            return tripped
+
+        setattr(cls, attr, make(real))
+
+
+# --------------------------------------------------------------------------- integrity
+
+
+def _watched() -> list[tuple[str, Any]]:
+    import triton
+    mods: list[tuple[str, Any]] = [
+        ("time", time), ("builtins", builtins), ("torch", torch), ("torch.Tensor", torch.Tensor),
+        ("torch.cuda", torch.cuda), ("torch.cuda.Event", torch.cuda.Event),
+        ("torch.nn.functional", torch.nn.functional), ("torch.testing", torch.testing),
+        ("threading", threading),
+    ]
+    try:
+        import triton.testing
+        mods.append(("triton.testing", triton.testing))
+    except Exception:
+        pass
+    try:
+        import numpy
+        mods.append(("numpy", numpy))
+    except Exception:
+        pass
+    return mods
+
+
+class IntegritySnapshot:
+    """The identity of every function and class in the namespaces that timing and comparison
+    rely on. ``changed()`` lists what user code replaced or deleted since."""
+
+    def __init__(self):
+        self.entries: dict[tuple[str, str], int] = {}
+        for label, ns in _watched():
+            for k, v in list(vars(ns).items()):
+                if callable(v) or isinstance(v, (property, staticmethod, classmethod)):
+                    self.entries[(label, k)] = id(v)
+
+    def changed(self) -> list[str]:
+        now: dict[tuple[str, str], int] = {}
+        for label, ns in _watched():
+            for k, v in list(vars(ns).items()):
+                now[(label, k)] = id(v)
+        return sorted(f"{label}.{k}" for (label, k), ident in self.entries.items()
+                      if now.get((label, k)) != ident)
+
+
+# --------------------------------------------------------------------------- interpreter device
+
+
+def _is_cuda(d: Any) -> bool:
+    try:
+        return d is not None and not isinstance(d, bool) and torch.device(d).type == "cuda"
+    except (RuntimeError, TypeError):
+        return False
+
+
+class InterpreterDevice(TorchFunctionMode):
+    """Under the CPU interpreter, run code written for ``device="cuda"`` on the CPU."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if _is_cuda(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        name = getattr(func, "__name__", "")
+        if name == "cuda" and args and isinstance(args[0], torch.Tensor):
+            return args[0]
+        if name == "to" or name == "new_empty":
+            args = tuple("cpu" if _is_cuda(a) else a for a in args)
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "is_cuda":
+            return True
+        return func(*args, **kwargs)
+
+
+def patch_cuda_for_interpreter() -> None:
+    """torch.cuda calls that user code makes around kernels, made harmless on a CPU build."""
+    for name in ("synchronize", "empty_cache", "set_device", "reset_peak_memory_stats"):
+        setattr(torch.cuda, name, lambda *a, **k: None)
+    torch.cuda.current_device = lambda: 0
+
+
+def live_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.is_alive()}
+

@@ -1,0 +1,325 @@
+"""The wire format: ``EvalRequest`` in, ``EvalResult`` out.
+
+Local and remote runners take and return exactly these records, as JSON. A request is
+self-contained: it carries the text of the target file and of every project-local module it
+imports, so a runner needs no checkout and evaluates the editor's unsaved text.
+
+Standard library only: this module is imported by the worker, the CLI and the language server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+SCHEMA = "geak.eval/1"
+"""Schema id. The part after the slash is the major version: a runner refuses other majors."""
+
+STATUSES = ("ok", "compile_error", "runtime_error", "mismatch", "timeout", "crashed", "rejected")
+
+
+class SchemaError(ValueError):
+    """A JSON document that is not a valid record of this schema."""
+
+
+# --------------------------------------------------------------------------- request
+
+
+@dataclass
+class Target:
+    """``path::symbol``: a project-relative POSIX path and a top-level name in that file."""
+
+    path: str
+    symbol: str
+
+    def __str__(self) -> str:
+        return f"{self.path}::{self.symbol}"
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass
+class Limits:
+    """Per-phase wall-clock limits (seconds) and the worker's host-memory ceiling."""
+
+    import_s: float = 120.0  # import both trees and build inputs (includes first JIT compiles)
+    run_s: float = 300.0  # correctness trials
+    timing_s: float = 300.0  # GPU timing, measured from when the device lock is granted
+    memory_mb: int = 16384  # resident host memory; the worker is killed above it
+
+
+@dataclass
+class EvalOptions:
+    trials: int = 3
+    """Fresh seeded inputs per case: each trial draws new inputs with its own seed."""
+    seed: int = 0
+    cases: Optional[list[int]] = None
+    """Indices into the discovered input cases; None = all (subject to the interpreter limit)."""
+    tolerance: dict[str, Tolerance] = field(default_factory=dict)
+    """Per-dtype overrides, keyed by torch dtype name ("float16") or "default"."""
+    device: str = "auto"  # auto | cuda | interpreter
+    timing: bool = True
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    min_reps: int = 10
+    max_reps: int = 1000
+    flush_l2: bool = True
+    cuda_graph_below_us: float = 50.0
+    """Kernels shorter than this are also timed by CUDA-graph replay (launch overhead removed)."""
+    interpreter_max_elements: int = 1 << 16
+    """Under the CPU interpreter, cases with more input elements than this are skipped."""
+    speedup_flag: float = 10.0
+    """Speedups above this are flagged for a person to look at."""
+    allow_torch_ops: list[str] = field(default_factory=list)
+    """aten ops a candidate may call besides allocation, views and copies (e.g. "aten.mm")."""
+    require_triton: Optional[bool] = None
+    """Candidate must launch a Triton kernel. None = yes when a candidate is given."""
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class EvalRequest:
+    target: Target
+    files: dict[str, str]
+    """Project-relative path -> text: the target file and the project-local modules it imports."""
+    candidate: Optional[Target] = None
+    """None = check and measure the target against itself."""
+    candidate_files: dict[str, str] = field(default_factory=dict)
+    """Files of the candidate's tree that differ from ``files`` (the candidate tree is
+    ``files`` overlaid with these)."""
+    options: EvalOptions = field(default_factory=EvalOptions)
+    id: str = ""
+    schema: str = SCHEMA
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass
+class ErrorInfo:
+    kind: str
+    """syntax_error | missing_symbol | no_inputs | bad_inputs | signature_mismatch | import_error |
+    compile_error | runtime_error | out_of_memory | illegal_memory_access | segfault | timeout |
+    host_oom | worker_died | bad_request | internal"""
+    message: str
+    side: str = "candidate"  # reference | candidate | harness
+    file: Optional[str] = None
+    line: Optional[int] = None
+    hint: Optional[str] = None
+    traceback: Optional[str] = None
+    """Trimmed to frames in the user's files."""
+
+
+@dataclass
+class CaseTiming:
+    ref_ms: float
+    cand_ms: float
+    speedup: float
+    ref_spread_pct: float
+    """Half the inter-quartile range of the reference's samples, as % of its median."""
+    cand_spread_pct: float
+    reps: int
+    method: str  # events | cuda_graph
+    bytes_moved: Optional[int] = None
+    """Input + output bytes: the fewest a kernel must move."""
+    cand_bw_pct_peak: Optional[float] = None
+    cand_tflops: Optional[float] = None
+    cand_flops_pct_peak: Optional[float] = None
+
+
+@dataclass
+class CaseResult:
+    index: int
+    label: str
+    shapes: str
+    trials: int = 0
+    passed: bool = False
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    detail: Optional[str] = None
+    """Where and how the first mismatch shows (output path, shape, dtype or values)."""
+    skipped: Optional[str] = None
+    """Reason this case did not run here (e.g. too large for the interpreter)."""
+    timing: Optional[CaseTiming] = None
+
+
+@dataclass
+class Timing:
+    ref_ms: float
+    """Sum over timed cases of the reference's median time."""
+    cand_ms: float
+    speedup: float
+    """Σ ref_ms / Σ cand_ms over the timed cases (the GEAK / TritonBench definition)."""
+    speedup_geomean: float
+    spread_pct: float
+    """Largest per-case spread seen, reference or candidate."""
+    method: str
+    cases_timed: int
+
+
+@dataclass
+class Flag:
+    code: str
+    severity: str  # info | warning | reject
+    message: str
+
+
+@dataclass
+class DeviceInfo:
+    name: str
+    backend: str  # cuda | rocm | interpreter
+    arch: Optional[str] = None  # sm_90, gfx942, ...
+    peak_bandwidth_gbs: Optional[float] = None
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    torch: Optional[str] = None
+    triton: Optional[str] = None
+
+
+@dataclass
+class EvalResult:
+    status: str
+    correct: bool
+    message: str
+    """One line a person can read."""
+    id: str = ""
+    cases: list[CaseResult] = field(default_factory=list)
+    timing: Optional[Timing] = None
+    timing_unavailable: Optional[str] = None
+    flags: list[Flag] = field(default_factory=list)
+    device: Optional[DeviceInfo] = None
+    error: Optional[ErrorInfo] = None
+    inputs_convention: Optional[str] = None  # kernelbench | cases | tritonbench | pytest
+    launches: dict[str, list[str]] = field(default_factory=dict)
+    """Triton kernels observed launching, per side ("reference", "candidate")."""
+    torch_ops: dict[str, list[str]] = field(default_factory=dict)
+    """aten compute ops observed, per side (allocation, views and copies left out)."""
+    sandbox: dict[str, str] = field(default_factory=dict)
+    log: str = ""
+    """Tail of what the user's code printed."""
+    duration_s: float = 0.0
+    schema: str = SCHEMA
+
+    @property
+    def rejected(self) -> bool:
+        return self.status == "rejected"
+
+
+# --------------------------------------------------------------------------- (de)serialisation
+
+
+def to_dict(record: Any) -> Any:
+    if dataclasses.is_dataclass(record):
+        return {f.name: to_dict(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    if isinstance(record, dict):
+        return {str(k): to_dict(v) for k, v in record.items()}
+    if isinstance(record, (list, tuple)):
+        return [to_dict(v) for v in record]
+    if isinstance(record, float) and (record != record or record in (float("inf"), float("-inf"))):
+        return None  # NaN and infinities are not JSON
+    return record
+
+
+def to_json(record: Any, indent: Optional[int] = None) -> str:
+    return json.dumps(to_dict(record), indent=indent, allow_nan=False)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return _HINTS[cls]
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _convert(args[0], value, where)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise SchemaError(f"{where}: expected a list, got {type(value).__name__}")
+        (item,) = typing.get_args(tp)
+        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SchemaError(f"{where}: expected an object, got {type(value).__name__}")
+        _, item = typing.get_args(tp)
+        return {str(k): _convert(item, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is float:
+        if value is None:
+            return float("nan")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SchemaError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SchemaError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise SchemaError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(cls: type, data: Any, where: str = "") -> Any:
+    """Build a record from parsed JSON. Unknown keys are ignored (newer minor versions)."""
+    where = where or cls.__name__
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where}: expected an object, got {type(data).__name__}")
+    hints = _hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise SchemaError(f"{where}: missing required field '{f.name}'")
+    return cls(**kwargs)
+
+
+def check_schema(data: Any) -> None:
+    if not isinstance(data, dict):
+        raise SchemaError("expected a JSON object")
+    schema = data.get("schema", SCHEMA)
+    if not isinstance(schema, str) or schema.split(".")[0] != SCHEMA.split(".")[0] or \
+            schema.rsplit("/", 1)[-1] != SCHEMA.rsplit("/", 1)[-1]:
+        raise SchemaError(f"schema '{schema}' is not supported by this runner (it speaks '{SCHEMA}')")
+
+
+def request_from_json(text: str | bytes) -> EvalRequest:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"not JSON: {e}") from None
+    check_schema(data)
+    return from_dict(EvalRequest, data)
+
+
+def result_from_json(text: str | bytes) -> EvalResult:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"not JSON: {e}") from None
+    check_schema(data)
+    return from_dict(EvalResult, data)
