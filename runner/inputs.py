@@ -217,6 +217,8 @@ def _from_tests(module: Any, symbol: str, tests: list[tuple[str, Callable]]) -> 
                 return got[j]
             cases.append(Case(label0 + (f" call {j + 1}" if len(calls) > 1 else ""), make))
     if not cases:
-        raise InputError(f"the test functions ({', '.join(n for n, _ in tests)}) never call '{symbol}'",
+        errors = [n for n in notes if "fails on the current code" in n]
+        raise InputError(f"the test functions ({', '.join(n for n, _ in tests)}) never call '{symbol}'"
+                         + (f"; {errors[0]}" if errors else ""),
                          hint=f"make a test_*() call {symbol} directly, or add get_inputs()")
     return Discovery(convention=convention, cases=cases, notes=notes)

@@ -270,6 +270,12 @@ def collect_files(path: Path, root: Path, overrides: Optional[dict[str, str]] = 
                 raise SourceError(ErrorInfo(kind="bad_request", side=side, file=rel,
                                             message=f"{rel}: cannot read: {e}")) from None
         files[rel] = text
+        # The packages the file sits in: their __init__.py runs when it is imported.
+        for parent in f.parents:
+            if parent == root or root not in parent.parents:
+                break
+            if (parent / "__init__.py").is_file():
+                todo.append(parent / "__init__.py")
         try:
             tree = ast.parse(text, filename=rel)
         except SyntaxError:

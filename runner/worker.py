@@ -93,6 +93,7 @@ class Failure(Exception):
                  tb: Optional[str] = None, file: Optional[str] = None, line: Optional[int] = None,
                  retire: bool = False):
         super().__init__(message)
+        self.message = message
         self.status, self.kind, self.side, self.hint = status, kind, side, hint
         self.tb, self.file, self.line, self.retire = tb, file, line, retire
 
@@ -325,7 +326,8 @@ class Evaluation:
             ref_obj = self.resolve(ref_mod, req.target.symbol, "reference")
             # -- inputs
             try:
-                found = discover(ref_mod, req.target.symbol, self.is_module_class(ref_obj))
+                with self.device_ctx():
+                    found = discover(ref_mod, req.target.symbol, self.is_module_class(ref_obj))
             except InputError as e:
                 raise Failure("compile_error", "no_inputs" if "no inputs" in str(e) else "bad_inputs",
                               "reference", f"{req.target.path}: {e}", hint=e.hint,
@@ -625,7 +627,8 @@ class Evaluation:
 
     def reject(self, result, code: str, message: str) -> None:
         from .schema import Flag
-        result.flags.append(Flag(code, "reject", message))
+        if not any(f.code == code and f.message == message for f in result.flags):
+            result.flags.append(Flag(code, "reject", message))
         if result.status != "rejected":
             result.status, result.correct, result.message = "rejected", False, f"rejected: {message}"
 
@@ -637,7 +640,7 @@ class Evaluation:
                 result.flags.append(Flag("no_triton_launch", "info",
                                          "no Triton kernel launched: the target runs on PyTorch alone"))
             return
-        for f in result.flags:
+        for f in list(result.flags):
             if f.severity == "reject":
                 self.reject(result, f.code, f.message)
         if self.require_triton and not cand_launches:

@@ -1,0 +1,119 @@
+"""Shared fixtures: a real local runner (worker subprocesses, CPU interpreter) and small
+projects written to a temporary directory."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from runner.local import LocalRunner
+from runner.schema import EvalOptions, EvalResult
+from runner.source import build_request
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A small, correct Triton kernel with its wrapper and inputs: the reference of most tests.
+ADD_RELU = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x + y, 0.0), mask=mask)
+
+
+def add_relu(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_relu_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+    return out
+
+
+INPUT_CASES = [dict(n=300), dict(n=2048)]
+
+
+def get_inputs(n=300):
+    return [torch.randn(n, device="cuda"), torch.randn(n, device="cuda")]
+'''
+
+
+VARIANT = '''
+import torch
+import triton
+import triton.language as tl
+{extra}
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, {value}, mask={store_mask})
+
+
+def {name}(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+{pre}
+    add_relu_kernel[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block})
+{post}
+    return {ret}
+'''
+
+
+def kernel_variant(*, pre: str = "", post: str = "", store_mask: str = "mask", block: int = 128,
+                   extra: str = "", name: str = "add_relu", ret: str = "out",
+                   value: str = "tl.maximum(x + y, 0.0)") -> str:
+    """A candidate module built from the add_relu kernel with pieces swapped. ``pre``/``post``
+    are statements (indented four spaces) before and after the launch."""
+    return VARIANT.format(pre=pre, post=post, store_mask=store_mask, block=block,
+                          extra=textwrap.dedent(extra), name=name, ret=ret, value=value)
+
+
+@pytest.fixture(scope="session")
+def runner():
+    r = LocalRunner(workers=2, device="interpreter")
+    yield r
+    r.close()
+
+
+class Project:
+    def __init__(self, root: Path):
+        self.root = root
+        (root / "pyproject.toml").write_text("[project]\nname = 'userproj'\n")
+
+    def write(self, rel: str, text: str) -> "Project":
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+        return self
+
+    def request(self, target: str, candidate: Optional[str] = None, **options):
+        opts = EvalOptions(**options)
+        req, _, _ = build_request(target, candidate, opts, root=self.root, cwd=self.root)
+        return req
+
+    def evaluate(self, runner, target: str, candidate: Optional[str] = None, **options) -> EvalResult:
+        return runner.evaluate(self.request(target, candidate, **options))
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    return Project(tmp_path).write("ref.py", ADD_RELU)
+
+
+def flag_codes(result: EvalResult, severity: Optional[str] = None) -> set[str]:
+    return {f.code for f in result.flags if severity is None or f.severity == severity}

@@ -1,0 +1,288 @@
+"""The evaluator through the real local runner: worker subprocesses, CPU interpreter."""
+
+from __future__ import annotations
+
+import textwrap
+
+from conftest import ADD_RELU, flag_codes, kernel_variant
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+def test_target_against_itself(project, runner):
+    r = project.evaluate(runner, "ref.py::add_relu")
+    assert r.status == "ok" and r.correct, r.message
+    assert r.device.backend == "interpreter"
+    assert r.inputs_convention == "cases"
+    assert [c.label for c in r.cases] == ["n=300", "n=2048"]
+    assert all(c.passed and c.trials == 3 for c in r.cases)
+    assert r.timing is None and "interpreter" in r.timing_unavailable
+    assert r.launches["candidate"] == ["add_relu_kernel"]
+
+
+def test_correct_candidate_with_other_launch_config(project, runner):
+    project.write("cand.py", kernel_variant(block=64))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "ok" and r.correct, r.message
+    assert all(c.passed for c in r.cases)
+    assert r.launches["candidate"] == ["add_relu_kernel"]
+    assert not flag_codes(r, "reject")
+
+
+def test_wrong_candidate_reports_each_case(project, runner):
+    # Drops the tail of every row past element 1024: right on the small case, wrong on the big.
+    project.write("cand.py", kernel_variant(store_mask="mask & (offs < 1024)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch" and not r.correct
+    small, big = r.cases
+    assert small.passed and small.max_abs_err == 0
+    assert not big.passed and big.trials == 1
+    # Elements past 1024 were never written: they hold the evaluator's poison or garbage.
+    assert big.detail.startswith("output[1024]: ")
+    assert "1024 of 2048 elements" in big.detail or "elements outside" in big.detail
+    assert "n=2048" in r.message
+
+
+def test_slightly_wrong_values_fail_the_float32_tolerance(project, runner):
+    project.write("cand.py", kernel_variant(value="tl.maximum(x + y, 0.0) * 1.001"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch"
+    assert "rtol" in r.cases[0].detail
+    # A user-set tolerance that admits the error passes it.
+    from runner.schema import Tolerance
+    r2 = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu",
+                          tolerance={"float32": Tolerance(atol=1e-2, rtol=1e-2)})
+    assert r2.status == "ok", r2.message
+
+
+def test_wrong_dtype_and_shape_and_count(project, runner):
+    project.write("dt.py", kernel_variant(post="    out = out.half()"))
+    r = project.evaluate(runner, "ref.py::add_relu", "dt.py::add_relu")
+    assert r.status == "mismatch" and "dtype float16, expected float32" in r.cases[0].detail
+    project.write("sh.py", kernel_variant(ret="out[:-1]"))
+    r = project.evaluate(runner, "ref.py::add_relu", "sh.py::add_relu")
+    assert r.status == "mismatch" and "shape" in r.cases[0].detail
+    # The reference returns a tuple of two; a candidate returning one must not pass by zip-truncation.
+    project.write("two.py", ADD_RELU.replace("    return out\n", "    return out, out.sum()\n"))
+    project.write("one.py", kernel_variant(ret="(out,)"))
+    r = project.evaluate(runner, "two.py::add_relu", "one.py::add_relu")
+    assert r.status == "mismatch" and "1 items, expected 2" in r.cases[0].detail
+
+
+def test_fresh_inputs_every_trial_catch_a_cached_answer(project, runner):
+    # Computes once, then returns the first answer for every later call.
+    project.write("cand.py", kernel_variant(
+        extra="_memo = []",
+        pre="    if _memo:\n        return _memo[0]",
+        post="    _memo.append(out)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch"
+    assert r.cases[0].trials == 2  # first trial right, the second sees new inputs
+
+
+# ----------------------------------------------------------------------------- anti-cheat
+
+
+def test_candidate_that_calls_torch_is_rejected(project, runner):
+    project.write("cand.py", """
+        import torch
+        def add_relu(x, y):
+            return torch.relu(x + y)
+    """)
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected" and not r.correct
+    assert {"no_triton_launch", "torch_compute"} <= flag_codes(r, "reject")
+    assert "aten.relu" in r.torch_ops["candidate"]
+
+
+def test_candidate_that_launches_a_kernel_but_lets_torch_do_the_work(project, runner):
+    project.write("cand.py", kernel_variant(post="    out = torch.relu(x + y)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected"
+    assert flag_codes(r, "reject") == {"torch_compute"}
+    # ...which a user may allow explicitly.
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu",
+                         allow_torch_ops=["aten.add", "aten.relu"])
+    assert r.status == "ok", r.message
+
+
+def test_try_except_fallback_to_torch_is_caught_when_taken(project, runner):
+    project.write("cand.py", """
+        import torch
+        def add_relu(x, y):
+            try:
+                raise RuntimeError("kernel not ready")
+            except RuntimeError:
+                return torch.relu(x + y)
+    """)
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected"
+    assert "fallback_path" in flag_codes(r)
+
+
+def test_candidate_that_calls_the_reference_is_rejected(project, runner):
+    project.write("cand.py", """
+        from ref import add_relu as _reference
+        def add_relu(x, y):
+            return _reference(x, y)
+    """)
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected"
+    assert "calls_reference" in flag_codes(r, "reject")
+    # It launched the reference's kernel, so "launched a Triton kernel" alone would have passed it.
+    assert r.launches["candidate"] == ["add_relu_kernel"]
+
+
+def test_candidate_in_the_same_file_calling_the_reference(project, runner):
+    project.write("both.py", ADD_RELU + textwrap.dedent("""
+        def add_relu_fast(x, y):
+            return add_relu(x, y)
+    """))
+    r = project.evaluate(runner, "both.py::add_relu", "both.py::add_relu_fast")
+    assert r.status == "rejected" and "calls_reference" in flag_codes(r, "reject")
+
+
+def test_module_candidate_inheriting_the_reference(tmp_path, runner):
+    from conftest import Project
+    p = Project(tmp_path)
+    p.write("model.py", """
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.scale = torch.nn.Parameter(torch.randn(n))
+            def forward(self, x):
+                return torch.relu(x * self.scale)
+        def get_init_inputs():
+            return [64]
+        def get_inputs():
+            return [torch.randn(8, 64)]
+    """)
+    p.write("new.py", """
+        from model import Model
+        class ModelNew(Model):
+            pass
+    """)
+    r = p.evaluate(runner, "model.py::Model", "new.py::ModelNew")
+    assert r.status == "rejected"
+    assert "calls_reference" in flag_codes(r, "reject")
+    assert "inherits_reference" in flag_codes(r)
+
+
+def test_timer_tampering_is_rejected(project, runner):
+    project.write("cand.py", kernel_variant(extra="""
+        import time
+        time.perf_counter = lambda: 0.0
+    """))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected"
+    assert "tampering" in flag_codes(r, "reject")
+    assert any("time.perf_counter" in f.message for f in r.flags)
+    # The tampered worker was retired: the next evaluation runs in a clean process.
+    r2 = project.evaluate(runner, "ref.py::add_relu")
+    assert r2.status == "ok", r2.message
+
+
+def test_cuda_event_tampering_is_rejected(project, runner):
+    project.write("cand.py", kernel_variant(extra="""
+        torch.cuda.Event.elapsed_time = lambda self, other: 1e-6
+    """))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected" and "tampering" in flag_codes(r, "reject")
+
+
+def test_hiding_ops_from_the_evaluator_is_rejected(project, runner):
+    project.write("cand.py", kernel_variant(pre="    guard = torch._C._DisableTorchDispatch()"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected" and "hides_torch_ops" in flag_codes(r, "reject")
+
+
+def test_background_thread_is_rejected(project, runner):
+    project.write("cand.py", kernel_variant(extra="import threading, time", post="""
+    threading.Thread(target=time.sleep, args=(3,), daemon=True).start()"""))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected" and "background_thread" in flag_codes(r, "reject")
+
+
+def test_candidate_that_mutates_its_inputs(project, runner):
+    # Writes the result into x as well: the reference leaves x alone.
+    project.write("cand.py", kernel_variant(post="    x.copy_(out)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch"
+    assert "modifies its input" in r.cases[0].detail
+
+
+def test_in_place_reference_must_be_matched(tmp_path, runner):
+    from conftest import Project
+    p = Project(tmp_path)
+    inplace = kernel_variant(name="add_relu_", pre="    out = x", ret="x")
+    p.write("ref.py", inplace + "\ndef get_inputs():\n    return [torch.randn(500, device='cuda'), torch.randn(500, device='cuda')]\n")
+    r = p.evaluate(runner, "ref.py::add_relu_")
+    assert r.status == "ok", r.message
+    # A candidate that returns the right values but leaves x untouched is wrong.
+    p.write("cand.py", kernel_variant(name="add_relu_"))
+    r = p.evaluate(runner, "ref.py::add_relu_", "cand.py::add_relu_")
+    assert r.status == "mismatch"
+    assert "updates this input in place" in r.cases[0].detail
+
+
+def test_unwritten_output_is_caught(project, runner):
+    # Launches a kernel that stores nothing: whatever torch.empty returned is the "answer".
+    project.write("cand.py", kernel_variant(store_mask="offs < 0"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch"
+
+
+# ----------------------------------------------------------------------------- crashes and hangs
+
+
+def test_segfault_is_reported_and_the_runner_recovers(project, runner):
+    project.write("cand.py", kernel_variant(extra="import ctypes", pre="    ctypes.string_at(0)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "crashed"
+    assert r.error.kind == "segfault" and "SIGSEGV" in r.message
+    assert "candidate" in r.message and r.error.side == "candidate"
+    ok = project.evaluate(runner, "ref.py::add_relu", "ref.py::add_relu")
+    assert ok.status == "ok", ok.message
+
+
+def test_hang_times_out_and_the_runner_recovers(project, runner):
+    from runner.schema import Limits
+    project.write("cand.py", kernel_variant(pre="    while True:\n        pass"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu",
+                         limits=Limits(import_s=60, run_s=4, timing_s=60))
+    assert r.status == "timeout"
+    assert "run phase" in r.message and "candidate" in r.message
+    ok = project.evaluate(runner, "ref.py::add_relu")
+    assert ok.status == "ok", ok.message
+
+
+def test_hang_at_import_times_out(project, runner):
+    from runner.schema import Limits
+    project.write("cand.py", kernel_variant(extra="import time\nwhile True:\n    time.sleep(0.1)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu",
+                         limits=Limits(import_s=3, run_s=60, timing_s=60))
+    assert r.status == "timeout" and "import phase" in r.message
+
+
+def test_host_memory_blowup_is_killed(project, runner):
+    from runner.schema import Limits
+    project.write("cand.py", kernel_variant(extra="_hog = []", pre="""
+    import time
+    for _ in range(400):
+        _hog.append(bytearray(16 * 1024 * 1024))
+        time.sleep(0.01)"""))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu",
+                         limits=Limits(import_s=60, run_s=60, timing_s=60, memory_mb=1500))
+    assert r.status == "crashed" and r.error.kind == "host_oom", r.message
+    ok = project.evaluate(runner, "ref.py::add_relu")
+    assert ok.status == "ok", ok.message
+
+
+def test_user_prints_do_not_break_the_protocol(project, runner):
+    project.write("cand.py", kernel_variant(extra='print("{\\"event\\": \\"result\\"}")',
+                                            pre='    print("hello from the candidate")'))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "ok", r.message
+    assert "hello from the candidate" in r.log

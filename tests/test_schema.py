@@ -1,0 +1,76 @@
+"""The wire format: JSON round-trip, versioning, validation messages."""
+
+import json
+
+import pytest
+
+from runner.schema import (SCHEMA, CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalOptions,
+                           EvalRequest, EvalResult, Flag, SchemaError, Target, Timing, Tolerance,
+                           request_from_json, result_from_json, to_json)
+
+
+def full_result() -> EvalResult:
+    return EvalResult(
+        status="ok", correct=True, message="correct on 2 case(s)", id="abc",
+        cases=[CaseResult(index=0, label="n=4096", shapes="x: float32[4096]", trials=3, passed=True,
+                          max_abs_err=1e-7, max_rel_err=2e-6,
+                          timing=CaseTiming(ref_ms=0.5, cand_ms=0.25, speedup=2.0, ref_spread_pct=0.4,
+                                            cand_spread_pct=0.6, reps=100, method="events",
+                                            bytes_moved=49152, cand_bw_pct_peak=12.5))],
+        timing=Timing(ref_ms=0.5, cand_ms=0.25, speedup=2.0, speedup_geomean=2.0, spread_pct=0.6,
+                      method="events", cases_timed=1),
+        flags=[Flag("suspicious_speedup", "warning", "check it")],
+        device=DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90", peak_bandwidth_gbs=4800,
+                          peak_tflops={"bfloat16": 989.0}),
+        error=None, inputs_convention="cases", launches={"candidate": ["k"]})
+
+
+def test_result_round_trip():
+    r = full_result()
+    text = to_json(r)
+    assert json.loads(text)["schema"] == SCHEMA
+    assert result_from_json(text) == r
+
+
+def test_request_round_trip():
+    req = EvalRequest(target=Target("a.py", "f"), files={"a.py": "def f(): pass\n"},
+                      candidate=Target("b.py", "f"), candidate_files={"b.py": "x = 1\n"},
+                      options=EvalOptions(trials=5, tolerance={"float16": Tolerance(1e-2, 1e-2)}))
+    assert request_from_json(to_json(req)) == req
+
+
+def test_error_result_round_trip():
+    r = EvalResult(status="timeout", correct=False, message="timed out",
+                   error=ErrorInfo(kind="timeout", side="candidate", message="timed out", line=3))
+    assert result_from_json(to_json(r)) == r
+
+
+def test_nan_and_inf_become_null_not_invalid_json():
+    r = full_result()
+    r.cases[0].max_abs_err = float("nan")
+    r.cases[0].timing.speedup = float("inf")
+    data = json.loads(to_json(r))  # allow_nan=False would raise on NaN
+    assert data["cases"][0]["max_abs_err"] is None and data["cases"][0]["timing"]["speedup"] is None
+
+
+def test_other_major_version_is_refused():
+    data = json.loads(to_json(full_result()))
+    data["schema"] = "geak.eval/2"
+    with pytest.raises(SchemaError, match="not supported"):
+        result_from_json(json.dumps(data))
+
+
+def test_missing_and_mistyped_fields_are_named():
+    with pytest.raises(SchemaError, match="missing required field 'files'"):
+        request_from_json(json.dumps({"target": {"path": "a.py", "symbol": "f"}}))
+    with pytest.raises(SchemaError, match=r"EvalRequest.options.trials: expected an integer"):
+        request_from_json(json.dumps({"target": {"path": "a.py", "symbol": "f"}, "files": {},
+                                      "options": {"trials": "three"}}))
+    with pytest.raises(SchemaError, match="not JSON"):
+        request_from_json("{")
+
+
+def test_unknown_fields_are_ignored_for_newer_minor_versions():
+    data = json.loads(to_json(full_result()))
+    data["something_new"] = 1
+    assert result_from_json(json.dumps(data)).status == "ok"
