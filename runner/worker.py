@@ -821,6 +821,9 @@ def main() -> None:
     _PROTO = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever user code prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
+    # Scratch files (the request's trees, anything user code writes to tempfile) live in the
+    # worker's own directory, which the pool deletes even when it has to kill the worker.
+    tempfile.tempdir = os.getcwd()
     requested = os.environ.get("GEAK_DEVICE", "auto")
     try:
         info, launches = _setup(requested)

@@ -1,0 +1,119 @@
+"""GPU checks of the runner (CUDA or ROCm). Run on a GPU box: ``pytest -m gpu``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ADD_RELU, Project, flag_codes, kernel_variant
+
+pytestmark = pytest.mark.gpu
+
+BIG = ADD_RELU.replace("INPUT_CASES = [dict(n=300), dict(n=2048)]",
+                       "INPUT_CASES = [dict(n=1 << 26), dict(n=1 << 16)]")
+
+
+@pytest.fixture(scope="module")
+def gpu_runner():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU here")
+    from runner.local import LocalRunner
+    r = LocalRunner(workers=2, device="cuda")
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def gproject(tmp_path) -> Project:
+    return Project(tmp_path).write("ref.py", BIG)
+
+
+def test_device_is_reported(gpu_runner):
+    d = gpu_runner.device_info()
+    assert d.backend in ("cuda", "rocm")
+    assert d.arch and (d.arch.startswith("sm_") or d.arch.startswith("gfx"))
+
+
+def test_timing_of_the_target_against_itself(gproject, gpu_runner):
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu")
+    assert r.status == "ok", r.message
+    assert r.timing is not None and r.timing.method == "cuda_graph+events"
+    assert 0.9 < r.timing.speedup < 1.1
+    big, small = r.cases
+    # 768 MB moved: hundreds of microseconds, timed with events; 768 KB: a few, by graph replay.
+    assert big.timing.method == "events" and small.timing.method == "cuda_graph"
+    for c in r.cases:
+        assert c.timing.reps >= 10 and c.timing.bytes_moved == 3 * 4 * (1 << 26 if c.index == 0 else 1 << 16)
+    if gpu_runner.device_info().peak_bandwidth_gbs:
+        assert 50 < big.timing.cand_bw_pct_peak < 100
+
+
+def test_short_kernels_are_timed_by_cuda_graph(tmp_path, gpu_runner):
+    p = Project(tmp_path).write("ref.py", ADD_RELU)  # n=300 and 2048: a few microseconds
+    r = p.evaluate(gpu_runner, "ref.py::add_relu")
+    assert r.status == "ok", r.message
+    assert r.timing.method == "cuda_graph"
+    assert r.timing.ref_ms < 0.02
+
+
+def test_faster_candidate_is_measured_faster(gproject, gpu_runner):
+    # The reference with a 32-element block launches 32x more programs than needed.
+    gproject.write("slow.py", BIG.replace("BLOCK=256", "BLOCK=32").replace("cdiv(n, 256)", "cdiv(n, 32)"))
+    gproject.write("fast.py", kernel_variant(block=1024))
+    r = gproject.evaluate(gpu_runner, "slow.py::add_relu", "fast.py::add_relu", speedup_flag=1.2)
+    assert r.status == "ok", r.message
+    assert r.timing.speedup > 1.2
+    assert "suspicious_speedup" in flag_codes(r, "warning")
+
+
+def test_side_stream_candidate_is_rejected(gproject, gpu_runner):
+    gproject.write("cand.py", kernel_variant(block=1024, pre="    s = torch.cuda.Stream()\n    ctx = torch.cuda.stream(s)\n    ctx.__enter__()",
+                                             post="    ctx.__exit__(None, None, None)"))
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected"
+    assert "side_stream" in flag_codes(r, "reject")
+
+
+def test_stale_reference_output_exploit_is_caught(gproject, gpu_runner):
+    # First show the exploit is real on this allocator: a freed output's block is handed to the
+    # next torch.empty of the same size, still holding the right answer.
+    probe = textwrap.dedent("""
+        import torch
+        x = torch.randn(1 << 20, device="cuda")
+        out = torch.relu(x)
+        expected = out.clone()
+        del out
+        again = torch.empty_like(x)
+        print(int(torch.equal(again, expected)))
+    """)
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "1", p.stderr
+    # A candidate that launches a kernel which writes nothing would pass without poisoning.
+    gproject.write("cand.py", kernel_variant(store_mask="offs < 0"))
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch", r.message
+    assert "nan, expected" in r.cases[0].detail
+
+
+def test_illegal_memory_access_crashes_only_the_worker(gproject, gpu_runner):
+    gproject.write("cand.py", kernel_variant(value="tl.maximum(x + y, 0.0)",
+                                             store_mask="mask").replace(
+        "tl.store(out_ptr + offs,", "tl.store(out_ptr + offs + (1 << 40),"))
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "crashed", r.message
+    assert r.error.kind in ("illegal_memory_access", "segfault", "worker_died")
+    ok = gproject.evaluate(gpu_runner, "ref.py::add_relu")
+    assert ok.status == "ok", ok.message
+
+
+def test_event_timer_tampering_on_gpu(gproject, gpu_runner):
+    gproject.write("cand.py", kernel_variant(block=1024, extra="""
+        torch.cuda.Event.elapsed_time = lambda self, end: 1e-6
+    """))
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected" and "tampering" in flag_codes(r, "reject")
+    assert r.timing is None
