@@ -191,6 +191,13 @@ class Evaluation:
             return Failure("compile_error", "import_error", side, f"{where}: {self.scrub(str(exc))}",
                            hint="install the missing package on the runner, or ship the module "
                                 "with the project", tb=tb, file=file, line=line)
+        if "only 0-dimensional arrays can be converted" in text:
+            import numpy
+            return Failure("runtime_error", "runtime_error", side,
+                           f"{where}: the Triton interpreter failed on a loop with a run-time bound",
+                           hint=f"numpy {numpy.__version__} breaks Triton's CPU interpreter here; install "
+                                "numpy<2.4 where the runner runs (pip install 'numpy<2.4')",
+                           tb=tb, file=file, line=line)
         return Failure("runtime_error", "runtime_error", side,
                        f"{where}: {name}: {self.scrub(str(exc)).strip().splitlines()[0][:300] if str(exc).strip() else ''}",
                        tb=tb, file=file, line=line)

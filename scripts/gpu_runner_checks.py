@@ -169,11 +169,16 @@ def main() -> int:
         if "repeat" in only:
             report["repeatability"] = repeatability(runner, 3 if args.quick else 10)
             print(json.dumps(report["repeatability"], indent=1), flush=True)
+            (out / "runner_checks.json").write_text(json.dumps(report, indent=1))
         if "cost" in only:
             report["cost"] = cost(runner, 2 if args.quick else 5)
             print(json.dumps(report["cost"], indent=1), flush=True)
+            (out / "runner_checks.json").write_text(json.dumps(report, indent=1))
     if "throughput" in only:
-        report["throughput"] = [throughput(w, 12 if args.quick else 48) for w in (1, 2, 4, 8)]
+        report["throughput"] = []
+        for w in (1, 2, 4, 8):
+            report["throughput"].append(throughput(w, 12 if args.quick else 32))
+            (out / "runner_checks.json").write_text(json.dumps(report, indent=1))
         print(json.dumps(report["throughput"], indent=1), flush=True)
     (out / "runner_checks.json").write_text(json.dumps(report, indent=1))
     print("\n## summary")
