@@ -61,6 +61,17 @@ def _fmt(x: Optional[float], spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _peak(t) -> str:
+    """The candidate's share of the GPU's peak: compute when the file gives get_flops, else bandwidth."""
+    if t is None:
+        return "-"
+    if t.cand_flops_pct_peak is not None:
+        return f"{t.cand_flops_pct_peak:.0f}% FLOP ({t.cand_tflops:.0f} TF/s)"
+    if t.cand_bw_pct_peak is not None:
+        return f"{t.cand_bw_pct_peak:.0f}% BW"
+    return "-"
+
+
 def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
     lines = []
     head = f"geak eval  {target}" + (f"  vs  {candidate}" if candidate else "  (against itself)")
@@ -70,14 +81,13 @@ def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
         lines.append(f"device     {d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
                      + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
     if result.cases:
-        rows = [("case", "shapes", "result", "max abs", "max rel", "ref ms", "cand ms", "speedup", "%peak BW")]
+        rows = [("case", "shapes", "result", "max abs", "max rel", "ref ms", "cand ms", "speedup", "% of peak")]
         for c in result.cases:
             status = "skipped" if c.skipped else ("pass" if c.passed else ("FAIL" if c.trials else "-"))
             t = c.timing
             rows.append((c.label, c.shapes, status, _fmt(c.max_abs_err), _fmt(c.max_rel_err),
                          _fmt(t.ref_ms, ".4f") if t else "-", _fmt(t.cand_ms, ".4f") if t else "-",
-                         f"{t.speedup:.2f}x" if t else "-",
-                         _fmt(t.cand_bw_pct_peak, ".0f") if t and t.cand_bw_pct_peak else "-"))
+                         f"{t.speedup:.2f}x" if t else "-", _peak(t)))
         widths = [min(max(len(r[i]) for r in rows), 44) for i in range(len(rows[0]))]
         lines.append("")
         for r in rows:
@@ -119,7 +129,7 @@ def exit_code(result: EvalResult) -> int:
         return EXIT_OK
     if result.error and (result.error.side == "reference" or result.error.kind in (
             "bad_request", "syntax_error", "missing_symbol", "no_inputs", "bad_inputs",
-            "signature_mismatch")):
+            "signature_mismatch", "runner_unavailable")):
         return EXIT_BAD_INPUT
     return EXIT_UNVERIFIED
 

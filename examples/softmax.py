@@ -52,11 +52,12 @@ INPUT_CASES = [
     # Small: run in well under a second on the CPU interpreter.
     dict(n_rows=64, n_cols=128, dtype=torch.float32),
     dict(n_rows=40, n_cols=300, dtype=torch.float16),  # row length not a power of two
-    dict(n_rows=3, n_cols=5000, dtype=torch.float32),  # one long row per program
+    dict(n_rows=1, n_cols=12000, dtype=torch.float32),  # one long row
     # GPU-sized: memory bound, tens of microseconds on a modern GPU.
     dict(n_rows=4096, n_cols=4096, dtype=torch.float32),
     dict(n_rows=16384, n_cols=2048, dtype=torch.float16),
     dict(n_rows=1024, n_cols=32768, dtype=torch.float32),  # long rows: a block of 32768
+    dict(n_rows=65536, n_cols=256, dtype=torch.float16),  # many short rows (attention-like)
 ]
 
 

@@ -69,6 +69,8 @@ def detect(requested: str = "auto") -> DeviceInfo:
         triton_version = triton.__version__
     except Exception:  # triton may be missing on a box that only runs PyTorch targets
         triton_version = None
+    if requested not in ("auto", "cuda", "rocm", "interpreter"):
+        raise RuntimeError(f"unknown device '{requested}' (use auto, cuda, rocm or interpreter)")
     gpu = requested in ("auto", "cuda", "rocm") and torch.cuda.is_available()
     if requested in ("cuda", "rocm") and not gpu:
         raise RuntimeError(f"device '{requested}' was asked for, but torch sees no GPU "

@@ -213,8 +213,8 @@ class WorkerPool:
                 tail = w.log_since(0, 20)
                 w.kill()
                 why = msg.get("message") if msg else "it exited"
-                raise PoolError(f"a worker could not start ({why}). Is torch installed for "
-                                f"{self.python}?\n{tail}")
+                extra = f" Is torch installed for {self.python}?" if "No module named" in why or not msg else ""
+                raise PoolError(f"a worker could not start: {why}.{extra}\n{tail}".rstrip())
             if msg.get("event") == "hello":
                 w.device = from_dict(DeviceInfo, msg["device"])
                 try:
@@ -288,7 +288,8 @@ class WorkerPool:
             w = self._acquire()
         except PoolError as e:
             return EvalResult(status="crashed", correct=False, id=req.id, message=str(e).splitlines()[0],
-                              error=ErrorInfo(kind="worker_died", side="harness", message=str(e)))
+                              error=ErrorInfo(kind="runner_unavailable", side="harness", message=str(e),
+                                              hint="check the runner's Python environment and device"))
         mark = w.log_count
         held: Optional[str] = None
         gpu = w.device is not None and w.device.backend != "interpreter"

@@ -4,12 +4,14 @@ Method (per input case):
 1. Warm-up: both sides run alternately for ``warmup_ms`` (at least 3 calls each) after the
    correctness trials already compiled and autotuned them.
 2. Repetitions: enough to fill ``rep_ms`` (between ``min_reps`` and ``max_reps``). Each rep
-   flushes the L2 (writes a buffer twice the cache size), records a start event, calls the
-   function, records an end event. The order alternates ABBA so drift hits both sides alike.
+   flushes the L2 (writes a buffer twice the cache size), keeps the GPU busy with a short spin
+   kernel while the host enqueues the start event, the call and the end event (so the events
+   measure the device's work, not the host's launch latency), then records them. The order
+   alternates ABBA so drift hits both sides alike.
 3. Median of the per-rep times; spread = half the inter-quartile range, as % of the median.
-4. Kernels shorter than ``cuda_graph_below_us`` are launch-bound under event timing, so both
-   sides are also captured in a CUDA graph of several calls and timed by replay (no L2 flush
-   there: such kernels' data lives in L2 anyway); that figure is reported when capture works.
+4. A three-rep probe measures each side's device time first. Kernels shorter than
+   ``cuda_graph_below_us`` are timed instead by replaying a CUDA graph of several calls (no L2
+   flush there: such kernels' data lives in L2 anyway); if capture fails, by events.
 5. A wall-clock cross-check (device-wide synchronize around a batch of calls) catches work on
    streams the events never saw.
 
@@ -34,6 +36,36 @@ _record = torch.cuda.Event.record
 _synchronize = torch.cuda.synchronize
 _CUDAGraph = torch.cuda.CUDAGraph
 _graph_ctx = torch.cuda.graph
+_sleep = getattr(torch.cuda, "_sleep", None)
+_cycles_per_us: Optional[float] = None
+
+
+def _spin_cycles_per_us() -> float:
+    """Calibrate torch.cuda._sleep once per process (0 if it is unavailable)."""
+    global _cycles_per_us
+    if _cycles_per_us is None:
+        try:
+            _sleep(1000)
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            _record(start)
+            _sleep(2_000_000)
+            _record(end)
+            _synchronize()
+            _cycles_per_us = 2_000_000 / (_elapsed(start, end) * 1e3)
+        except Exception:
+            _cycles_per_us = 0.0
+    return _cycles_per_us
+
+
+def _host_us(fn: Callable[[], Any], calls: int = 5) -> float:
+    """Host time to enqueue one call (no synchronisation inside)."""
+    _synchronize()
+    t0 = perf_counter()
+    for _ in range(calls):
+        fn()
+    t = (perf_counter() - t0) * 1e6 / calls
+    _synchronize()
+    return t
 
 
 @dataclass
@@ -109,11 +141,29 @@ def _graph_time(fns: dict[str, Callable[[], Any]], calls_per_graph: int, reps: i
     return {side: [_elapsed(s, e) / calls_per_graph for s, e in pairs] for side, pairs in out.items()}
 
 
+def _event_reps(fns: dict, reps: int, flush, spin: dict) -> dict[str, list[float]]:
+    """``reps`` interleaved (ABBA) event-timed calls per side, each after an L2 flush and a spin."""
+    events = {s: [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(reps)] for s in fns}
+    order = list(fns)
+    for i in range(reps):
+        for side in (order if i % 2 == 0 else order[::-1]):
+            if flush is not None:
+                flush.zero_()
+            if spin:
+                _sleep(spin[side])
+            start, end = events[side][i]
+            _record(start)
+            fns[side]()
+            _record(end)
+    _synchronize()
+    return {s: [_elapsed(a, b) for a, b in events[s]] for s in fns}
+
+
 def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: float, rep_ms: float,
               min_reps: int, max_reps: int, flush_bytes: int, flush_l2: bool,
               cuda_graph_below_us: float) -> PairTiming:
     fns = {"ref": ref, "cand": cand}
-    # Warm-up, alternating, until warmup_ms of device time has passed on each side.
+    # Warm-up, alternating, until warmup_ms has passed on each side (back-to-back calls).
     est = {}
     for side, fn in fns.items():
         fn()
@@ -124,40 +174,40 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
         n = max(3, min(1000, int(warmup_ms / est[side])))
         est[side] = max(_event_time(fn, n), 1e-4)
 
-    reps = int(rep_ms / (est["ref"] + est["cand"]))
-    reps = max(min_reps, min(max_reps, reps))
     flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device="cuda") if flush_l2 else None
-    events = {s: [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(reps)] for s in fns}
-    order = ["ref", "cand"]
-    for i in range(reps):
-        for side in (order if i % 2 == 0 else order[::-1]):
-            if flush is not None:
-                flush.zero_()
-            start, end = events[side][i]
-            _record(start)
-            fns[side]()
-            _record(end)
-    _synchronize()
-    samples = {s: [_elapsed(a, b) for a, b in events[s]] for s in fns}
-    del flush
-    method, note = "events", None
-    ref_ms, ref_sp = _median_spread(samples["ref"])
-    cand_ms, cand_sp = _median_spread(samples["cand"])
+    # Spin long enough to cover the host's enqueue of (start, call, end), with margin.
+    rate = _spin_cycles_per_us()
+    spin_us = {s: min(2000.0, 2.0 * _host_us(fn) + 20.0) for s, fn in fns.items()}
+    spin = {s: int(rate * us) for s, us in spin_us.items()} if rate else {}
+    # A short probe of device time per call decides the method and the number of reps.
+    t0 = perf_counter()
+    probe = _event_reps(fns, 3, flush, spin)
+    probe_wall_ms = (perf_counter() - t0) * 1e3 / 3
+    dev = {s: statistics.median(v) for s, v in probe.items()}
+    method, note, reps = "events", None, 0
+    ref_ms = cand_ms = ref_sp = cand_sp = 0.0
 
-    if min(ref_ms, cand_ms) * 1e3 < cuda_graph_below_us:
-        calls = max(1, min(100, int(math.ceil(0.2 / max(min(ref_ms, cand_ms), 1e-3)))))
+    if min(dev.values()) * 1e3 < cuda_graph_below_us:
+        calls = max(1, min(100, int(math.ceil(0.2 / max(min(dev.values()), 1e-3)))))
+        reps = max(min_reps, 20)
         try:
-            g = _graph_time(fns, calls, max(min_reps, 20))
+            g = _graph_time(fns, calls, reps)
             ref_ms, ref_sp = _median_spread(g["ref"])
             cand_ms, cand_sp = _median_spread(g["cand"])
             method = "cuda_graph"
         except Exception as e:  # capture can fail (host syncs, allocations, CPU work in fn)
-            note = f"CUDA-graph timing unavailable ({type(e).__name__}: {str(e)[:120]}); " \
-                   "event timing of a launch-bound kernel includes launch overhead"
+            note = f"CUDA-graph timing unavailable ({type(e).__name__}: {str(e)[:120]}); timed with events"
             try:
                 _synchronize()
             except Exception:
                 pass
+    if method == "events":
+        # rep_ms is the wall budget of the loop, flushes and spins included.
+        reps = max(min_reps, min(max_reps, int(rep_ms / max(probe_wall_ms, 1e-3))))
+        samples = _event_reps(fns, reps, flush, spin)
+        ref_ms, ref_sp = _median_spread(samples["ref"])
+        cand_ms, cand_sp = _median_spread(samples["cand"])
+    del flush
 
     wall_calls = max(5, min(200, int(50 / max(est["ref"], est["cand"]))))
     ref_wall = _wall_time(ref, wall_calls)

@@ -68,7 +68,7 @@ def _setup(requested: str):
         pass
     from . import devices, guards
 
-    info = devices.detect(requested if use_gpu or requested == "auto" else "auto")
+    info = devices.detect(requested)  # raises when a GPU was asked for and there is none
     if not use_gpu:
         guards.patch_cuda_for_interpreter()
     try:
@@ -515,6 +515,7 @@ class Evaluation:
                     poison(cand_out)
                     poison((cand_in.args, cand_in.kwargs))
                     poison((call.args, call.kwargs))
+                    poison((expected, expected_post.args, expected_post.kwargs))
                     del cand_out, cand_in, expected, expected_post, call
 
             # -- what the candidate did

@@ -176,7 +176,7 @@ def main() -> int:
             (out / "runner_checks.json").write_text(json.dumps(report, indent=1))
     if "throughput" in only:
         report["throughput"] = []
-        for w in (1, 2, 4, 8):
+        for w in (1, 2, 4):
             report["throughput"].append(throughput(w, 12 if args.quick else 32))
             (out / "runner_checks.json").write_text(json.dumps(report, indent=1))
         print(json.dumps(report["throughput"], indent=1), flush=True)

@@ -64,3 +64,13 @@ def test_project_settings_are_validated(project):
     p = geak("eval", "ref.py::add_relu", "--candidate", "cand.py::add_relu", "--json", cwd=project.root)
     assert p.returncode == 0, p.stderr  # the project's tolerance admits the 0.5 error
     assert json.loads(p.stdout)["cases"][0]["trials"] == 1
+
+
+def test_asking_for_a_gpu_that_is_not_there_is_bad_usage(project):
+    import pytest
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    p = geak("eval", "ref.py::add_relu", "--device", "cuda", cwd=project.root)
+    assert p.returncode == 2
+    assert "torch sees no GPU" in p.stderr

@@ -96,7 +96,7 @@ def test_stale_reference_output_exploit_is_caught(gproject, gpu_runner):
     gproject.write("cand.py", kernel_variant(store_mask="offs < 0"))
     r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
     assert r.status == "mismatch", r.message
-    assert "nan, expected" in r.cases[0].detail
+    assert r.cases[0].trials == 1 and "elements outside" in r.cases[0].detail
 
 
 def test_illegal_memory_access_crashes_only_the_worker(gproject, gpu_runner):
