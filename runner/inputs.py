@@ -119,13 +119,14 @@ def _from_get_inputs(module: Any, get_inputs: Callable, is_module_target: bool) 
             return _as_call(value, "get_inputs()")
         return make
 
-    init = None
     get_init = getattr(module, "get_init_inputs", None)
-    if is_module_target:
-        def init(seed: int) -> Call:
-            seed_all(seed)
-            return _as_call(get_init(), "get_init_inputs()") if callable(get_init) else Call((), {})
-    return Discovery(convention=convention, cases=[Case(_label(kw), maker(kw)) for kw in cases_kw], init=init)
+
+    def init(seed: int) -> Call:
+        seed_all(seed)
+        return _as_call(get_init(), "get_init_inputs()") if callable(get_init) else Call((), {})
+
+    return Discovery(convention=convention, cases=[Case(_label(kw), maker(kw)) for kw in cases_kw],
+                     init=init if is_module_target else None)
 
 
 def _param_sets(fn: Callable) -> tuple[list[dict], list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Optional
 
 from .schema import ErrorInfo, EvalOptions, EvalRequest, Flag, Target

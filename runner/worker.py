@@ -307,6 +307,30 @@ class Evaluation:
         with self.device_ctx():
             return fn(*args, **kwargs)
 
+    def run_side(self, side: str, fn, call, label: str, ops=None):
+        """One call of one side, attributed (for crash reports) and observed (launches; with
+        ``ops``, aten ops and the stream), errors classified in the user's terms."""
+        send({"event": "at", "side": side, "case": label})
+        stream = None
+        if ops is not None and not self.interp:
+            stream = self.torch.cuda.current_stream().cuda_stream
+        self.launches.side, self.launches.expected_stream = side, stream
+        if ops is not None:
+            ops.expected_stream = stream
+        try:
+            with ops if ops is not None else contextlib.nullcontext():
+                out = self.call(fn, call)
+            if not self.interp:
+                self.torch.cuda.synchronize()
+            return out
+        except BaseException as e:
+            symbol = self.req.target.symbol if side == "reference" else self.cand_target.symbol
+            raise self.classify(e, side, f"{symbol} on case '{label}'") from None
+        finally:
+            self.launches.side = self.launches.expected_stream = None
+            if ops is not None:
+                ops.expected_stream = None
+
     # ----------------------------------------------------------------- main flow
 
     def run(self):
@@ -468,40 +492,17 @@ class Evaluation:
                     ref_fn = ref_model if ref_model is not None else ref_obj
                     cand_fn = cand_model if cand_model is not None else cand_obj
                     # reference, on its own clone of the inputs
-                    ref_in = S_clone_call(call, clone)
-                    send({"event": "at", "side": "reference", "case": case.label})
-                    self.launches.side = "reference"
-                    try:
-                        ref_out = self.call(ref_fn, ref_in)
-                        if not self.interp:
-                            torch.cuda.synchronize()
-                    except BaseException as e:
-                        raise self.classify(e, "reference", f"{req.target.symbol} on case '{case.label}'") from None
-                    finally:
-                        self.launches.side = None
-                    expected, expected_post = clone(ref_out), S_clone_call(ref_in, clone)
+                    ref_in = clone_call(call)
+                    ref_out = self.run_side("reference", ref_fn, ref_in, case.label)
+                    expected, expected_post = clone(ref_out), clone_call(ref_in)
                     poison(ref_out)
                     poison((ref_in.args, ref_in.kwargs))
                     del ref_out
-                    # candidate, observed
-                    cand_in = S_clone_call(call, clone)
-                    send({"event": "at", "side": "candidate", "case": case.label})
-                    self.launches.side = "candidate"
-                    if not self.interp:
-                        stream = torch.cuda.current_stream().cuda_stream
-                        self.launches.expected_stream = ops.expected_stream = stream
-                    try:
-                        with ops:
-                            cand_out = self.call(cand_fn, cand_in)
-                        if not self.interp:
-                            torch.cuda.synchronize()
-                    except BaseException as e:
-                        raise self.classify(e, "candidate", f"{ctarget.symbol} on case '{case.label}'") from None
-                    finally:
-                        self.launches.side = None
-                        self.launches.expected_stream = ops.expected_stream = None
+                    # candidate, on another clone, observed
+                    cand_in = clone_call(call)
+                    cand_out = self.run_side("candidate", cand_fn, cand_in, case.label, ops)
                     cmp = compare(expected, cand_out, opts.tolerance)
-                    mut = self.check_mutation(call, expected_post, cand_in, compare, bitwise_equal)
+                    mut = self.check_mutation(call, expected_post, cand_in, compare, bitwise_equal, names)
                     cr.trials += 1
                     cr.max_abs_err = max(cr.max_abs_err or 0.0, cmp.max_abs)
                     cr.max_rel_err = max(cr.max_rel_err or 0.0, cmp.max_rel)
@@ -556,7 +557,6 @@ class Evaluation:
                 result.launches = {s: sorted({l.kernel for l in ls}) for s, ls in self.launches.launches.items()}
         finally:
             self.launches.side = None
-            self.restore_tripwires()
             shutil.rmtree(self.scratch, ignore_errors=True)
             for k in self.launches.launches:
                 self.launches.launches[k] = []
@@ -612,16 +612,14 @@ class Evaluation:
             setattr(module, symbol, tw)
             self.tripwires.append(tw)
 
-    def restore_tripwires(self) -> None:
-        self.tripwires = []
-
-    def check_mutation(self, original, expected_post, cand_in, compare, bitwise_equal) -> Optional[str]:
+    def check_mutation(self, original, expected_post, cand_in, compare, bitwise_equal,
+                       names: Optional[list[str]]) -> Optional[str]:
         """Inputs the reference changed must be changed the same way; others left alone."""
-        names = self.param_names_for_call(original)
+        names = list(names or [])[:len(original.args)] + list(original.kwargs)
         for i, (orig, exp, got) in enumerate(zip(_flat(original), _flat(expected_post), _flat(cand_in))):
             ref_changed = not bitwise_equal(orig, exp)
             cand_changed = not bitwise_equal(orig, got)
-            label = names[i] if names and i < len(names) else f"argument {i}"
+            label = names[i] if i < len(names) else f"argument {i}"
             if ref_changed:
                 c = compare(exp, got, self.opts.tolerance, path=f"input '{label}' after the call")
                 if not c.ok:
@@ -629,9 +627,6 @@ class Evaluation:
             elif cand_changed:
                 return f"the candidate modifies its input '{label}', which the reference leaves unchanged"
         return None
-
-    def param_names_for_call(self, call) -> list[str]:
-        return [f"argument {i}" for i in range(len(call.args))] + list(call.kwargs)
 
     def reject(self, result, code: str, message: str) -> None:
         from .schema import Flag
@@ -693,7 +688,7 @@ class Evaluation:
                 continue
             call = cases[cr.index].make(opts.seed + 1000 * cr.index)
             call.args, call.kwargs = self.to_device(call.args), self.to_device(call.kwargs)
-            ref_in, cand_in = S_clone_call(call, clone), S_clone_call(call, clone)
+            ref_in, cand_in = clone_call(call), clone_call(call)
             last = {}
 
             def ref_call():
@@ -713,10 +708,10 @@ class Evaluation:
             if pt.note:
                 notes.add(pt.note)
             # The candidate must still be right after being timed (no switch to a cached answer).
-            fresh = S_clone_call(call, clone)
+            fresh = clone_call(call)
             with torch.no_grad():
                 exp = ref_fn(*fresh.args, **fresh.kwargs)
-                fresh2 = S_clone_call(call, clone)
+                fresh2 = clone_call(call)
                 got = cand_fn(*fresh2.args, **fresh2.kwargs)
             torch.cuda.synchronize()
             c = compare(exp, got, opts.tolerance)
@@ -747,7 +742,7 @@ class Evaluation:
                     pass
             cr.timing = ct
             per.append(ct)
-            del ref_in, cand_in, last
+
         if not per:
             result.timing_unavailable = "no case was timed"
             return
@@ -791,7 +786,8 @@ class _Done(Exception):
     pass
 
 
-def S_clone_call(call, clone):
+def clone_call(call):
+    from .compare import clone
     from .inputs import Call
     return Call(clone(call.args), clone(call.kwargs))
 
