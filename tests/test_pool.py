@@ -1,0 +1,48 @@
+"""The pool's scheduling pieces: the device lock and concurrent evaluations."""
+
+import threading
+import time
+
+from conftest import kernel_variant
+from runner.pool import RWLock
+
+
+def test_rwlock_readers_share_writer_excludes_and_is_preferred():
+    lock = RWLock()
+    log = []
+    lock.acquire_read()
+    lock.acquire_read()  # two correctness runs at once
+
+    def writer():
+        lock.acquire_write()
+        log.append("write")
+        lock.release_write()
+
+    def late_reader():
+        lock.acquire_read()
+        log.append("late read")
+        lock.release_read()
+
+    w = threading.Thread(target=writer)
+    w.start()
+    time.sleep(0.1)
+    r = threading.Thread(target=late_reader)
+    r.start()
+    time.sleep(0.1)
+    assert log == []  # the writer waits for the readers; the late reader waits for the writer
+    lock.release_read()
+    lock.release_read()
+    w.join(2)
+    r.join(2)
+    assert log == ["write", "late read"]
+
+
+def test_concurrent_evaluations_each_get_their_own_verdict(project, runner):
+    project.write("good.py", kernel_variant(block=64))
+    project.write("bad.py", kernel_variant(store_mask="mask & (offs < 256)"))
+    project.write("cheat.py", "import torch\ndef add_relu(x, y):\n    return torch.relu(x + y)\n")
+    reqs = [project.request("ref.py::add_relu", f"{name}.py::add_relu", trials=1)
+            for name in ("good", "bad", "cheat", "good", "bad", "cheat")]
+    results = runner.evaluate_many(reqs)
+    assert [r.status for r in results] == ["ok", "mismatch", "rejected"] * 2
+    assert len({r.id for r in results}) == 6
