@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--rtol", type=float, help="relative tolerance for every float dtype")
     e.add_argument("--no-timing", action="store_true", help="correctness only")
     e.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    e.add_argument("--arch", metavar="ARCH",
+                   help="also compile the launched kernels ahead of time for sm_80, sm_90, gfx90a, "
+                        "gfx942 or 'device', and show registers, spills, shared memory, occupancy")
     return p
 
 
@@ -107,6 +110,23 @@ def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
                      f"spread ±{t.spread_pct:.1f}%")
     elif result.timing_unavailable:
         lines.append(f"timing     unavailable: {result.timing_unavailable}")
+    if result.resources:
+        lines.append(f"ahead-of-time compile for {result.resources[0].arch} (per kernel and launch config):")
+        rows = [("kernel", "config", "regs", "spills", "shared", "occupancy")]
+        for k in result.resources:
+            cfg = ", ".join(f"{n}={v}" for n, v in k.constexprs.items() if v != "None")
+            cfg = (cfg + ", " if cfg else "") + f"warps={k.num_warps}, stages={k.num_stages}"
+            ptrs = sorted({t[1:] for t in k.arg_types.split(", ") if t.startswith("*")})
+            cfg += f" [{'/'.join(ptrs)}]" if ptrs else ""
+            if k.error:
+                rows.append((k.kernel, cfg, "-", "-", "-", k.error))
+                continue
+            rows.append((k.kernel, cfg, str(k.registers) if k.registers is not None else "?",
+                         f"{k.spill_bytes} B" if k.spill_bytes is not None else "?",
+                         f"{k.shared_bytes} B", f"{k.occupancy_pct:.0f}%" if k.occupancy_pct is not None else "?"))
+        widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(rows[0]))]
+        for r in rows:
+            lines.append("  " + "  ".join(v[:widths[i]].ljust(widths[i]) for i, v in enumerate(r)).rstrip())
     for f in result.flags:
         if f.severity != "info" or result.status == "rejected":
             lines.append(f"{f.severity:<10} {f.code}: {f.message}")
@@ -153,6 +173,8 @@ def _options(args, root: Path) -> EvalOptions:
                                               rtol=args.rtol if args.rtol is not None else 0.0)
     if args.no_timing:
         opts.timing = False
+    if args.arch:
+        opts.aot_arch = args.arch
     opts.device = args.device
     return opts
 

@@ -64,6 +64,9 @@ class Launch:
     side_stream: bool = False
 
 
+MAX_SIGNATURES = 8  # distinct launch configurations kept per kernel and side, for AOT compiles
+
+
 class LaunchRecorder:
     """Wraps ``JITFunction.run`` and ``InterpretedFunction.run`` at class level.
 
@@ -74,6 +77,8 @@ class LaunchRecorder:
     def __init__(self):
         self.side: Optional[str] = None  # "reference" | "candidate" | None (not recording)
         self.launches: dict[str, list[Launch]] = {"reference": [], "candidate": []}
+        # (side, kernel name) -> (the Python function behind it, {signature key: signature})
+        self.signatures: dict[tuple[str, str], tuple[Any, dict]] = {}
         self.depth = 0
         self.expected_stream: Optional[int] = None
         self.installed: list[tuple[type, Callable, Callable]] = []
@@ -96,6 +101,25 @@ class LaunchRecorder:
             cls.run = wrapped
             self.installed.append((cls, orig, wrapped))
 
+    def note_signature(self, side: str, name: str, raw_fn: Any, args: tuple, kwargs: dict) -> None:
+        if raw_fn is None:
+            return
+        _, sigs = self.signatures.setdefault((side, name), (raw_fn, {}))
+        if len(sigs) >= MAX_SIGNATURES:
+            return
+        try:
+            from .aot import describe_launch
+            sig = describe_launch(raw_fn, args, kwargs)
+        except Exception:
+            sig = None
+        if sig is not None:
+            sigs.setdefault(sig.key(), sig)
+
+    def reset(self) -> None:
+        for k in self.launches:
+            self.launches[k] = []
+        self.signatures = {}
+
     def intact(self) -> bool:
         return all(cls.__dict__.get("run") is wrapped for cls, _, wrapped in self.installed)
 
@@ -113,9 +137,10 @@ class LaunchRecorder:
                         side_stream = torch.cuda.current_stream().cuda_stream != recorder.expected_stream
                     except Exception:
                         side_stream = False
+                name = getattr(inner, "__name__", type(fn_self).__name__)
                 recorder.launches[recorder.side].append(Launch(
-                    kernel=getattr(inner, "__name__", type(fn_self).__name__),
-                    file=code.co_filename if code else "?", side_stream=side_stream))
+                    kernel=name, file=code.co_filename if code else "?", side_stream=side_stream))
+                recorder.note_signature(recorder.side, name, inner, args, kwargs)
             recorder.depth += 1
             try:
                 return orig(fn_self, *args, **kwargs)

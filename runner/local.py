@@ -26,6 +26,13 @@ class Runner(Protocol):
 def check_request(req: EvalRequest) -> Optional[EvalResult]:
     """What can be told without running anything: a result to return at once, or None."""
     try:
+        arch = req.options.aot_arch
+        if arch is not None and arch != "device":
+            from .aot import ARCHS  # noqa: imports no torch at module level
+            if arch not in ARCHS:
+                raise SourceError(ErrorInfo(kind="bad_request", side="harness",
+                                            message=f"unknown arch '{arch}'",
+                                            hint="use one of " + ", ".join(sorted(ARCHS)) + ", or device"))
         if req.target.path not in req.files:
             raise SourceError(ErrorInfo(kind="bad_request", side="harness",
                                         message=f"the request carries no text for {req.target.path}"))

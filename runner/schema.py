@@ -81,6 +81,9 @@ class EvalOptions:
     """Speedups above this are flagged for a person to look at."""
     allow_torch_ops: list[str] = field(default_factory=list)
     """aten ops a candidate may call besides allocation, views and copies (e.g. "aten.mm")."""
+    aot_arch: Optional[str] = None
+    """Also compile every launched kernel ahead of time for this arch (sm_80, sm_90, gfx90a,
+    gfx942, or "device" for the runner's own GPU) and report its resources."""
     require_triton: Optional[bool] = None
     """Candidate must launch a Triton kernel. None = yes when a candidate is given."""
     limits: Limits = field(default_factory=Limits)
@@ -174,6 +177,30 @@ class Flag:
 
 
 @dataclass
+class KernelResources:
+    """One kernel in one launch configuration, compiled ahead of time for ``arch``."""
+
+    kernel: str
+    arch: str
+    num_warps: int
+    num_stages: int
+    constexprs: dict[str, str] = field(default_factory=dict)
+    arg_types: str = ""
+    """The launch's non-constexpr argument types, e.g. "*fp16, *fp16, i32"."""
+    registers: Optional[int] = None
+    """Per thread (NVIDIA); VGPRs + AGPRs per lane (AMD)."""
+    spill_bytes: Optional[int] = None
+    """Per-thread local memory: NVIDIA stack frame, AMD private segment (scratch)."""
+    shared_bytes: Optional[int] = None
+    shared_limit: Optional[int] = None
+    occupancy_pct: Optional[float] = None
+    """Estimated resident warps (waves) per SM (CU) over the maximum."""
+    fits: bool = True
+    error: Optional[str] = None
+    compile_s: float = 0.0
+
+
+@dataclass
 class DeviceInfo:
     name: str
     backend: str  # cuda | rocm | interpreter
@@ -202,6 +229,8 @@ class EvalResult:
     """Triton kernels observed launching, per side ("reference", "candidate")."""
     torch_ops: dict[str, list[str]] = field(default_factory=dict)
     """aten compute ops observed, per side (allocation, views and copies left out)."""
+    resources: list[KernelResources] = field(default_factory=list)
+    """Ahead-of-time compile reports (options.aot_arch), one per kernel and launch config."""
     sandbox: dict[str, str] = field(default_factory=dict)
     log: str = ""
     """Tail of what the user's code printed."""

@@ -532,6 +532,9 @@ class Evaluation:
                                   f"{bad[0].label}: {bad[0].detail}")
                 raise _Done()
 
+            # -- ahead-of-time compile reports
+            if opts.aot_arch:
+                result.resources = self.aot_reports(opts.aot_arch)
             # -- timing
             if self.interp:
                 result.timing_unavailable = ("CPU interpreter: correctness only, no timing; connect a GPU "
@@ -558,8 +561,7 @@ class Evaluation:
         finally:
             self.launches.side = None
             shutil.rmtree(self.scratch, ignore_errors=True)
-            for k in self.launches.launches:
-                self.launches.launches[k] = []
+            self.launches.reset()
         result.duration_s = round(time.monotonic() - t0, 3)
         return result
 
@@ -673,6 +675,39 @@ class Evaluation:
             self.retire = True
             self.reject(result, "background_thread",
                         f"the candidate left {len(new_threads)} thread(s) running after it returned")
+
+    def aot_reports(self, arch: str) -> list:
+        from .aot import ARCHS, compile_for
+        if arch == "device":
+            arch = self.device.arch or ""
+        if arch not in ARCHS:
+            return []
+        found = [(name, raw_fn, sig) for (side, name), (raw_fn, sigs) in self.launches.signatures.items()
+                 if side == "candidate" for sig in sigs.values()]
+        if not self.interp:
+            return [compile_for(raw_fn, name, sig, arch) for name, raw_fn, sig in found]
+        # Under the interpreter, compile in a child process (see runner.aot); it imports the
+        # kernel's module from the candidate tree.
+        from .aot import _jsonable, compile_in_subprocess
+        from .schema import KernelResources
+        root = self.trees["candidate"]
+        jobs, paths, out = [], [str(root)], []
+        for name, raw_fn, sig in found:
+            file = getattr(getattr(raw_fn, "__code__", None), "co_filename", "")
+            try:
+                rel = Path(file).resolve().relative_to(root.resolve()).as_posix()
+            except ValueError:
+                continue  # a kernel from an installed package, not the candidate's
+            if not all(_jsonable(v) for _, v in sig.constexprs):
+                out.append(KernelResources(kernel=name, arch=arch, num_warps=0, num_stages=0, fits=False,
+                                           error="a constexpr value cannot be passed to the compiler process"))
+                continue
+            module, mpaths = self.module_name(root, rel)
+            paths += [p for p in mpaths if p not in paths]
+            jobs.append({"module": module, "kernel": name, "signature": sig.signature,
+                         "constexprs": sig.constexprs, "divisible": sig.divisible,
+                         "options": sig.options, "arch": arch})
+        return out + (compile_in_subprocess(jobs, paths) if jobs else [])
 
     def time_cases(self, result, cases, run_cases, ref_fn, cand_fn, compare, clone, nbytes, ref_mod):
         from . import schema as S

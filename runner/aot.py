@@ -1,0 +1,271 @@
+"""Ahead-of-time compilation of the Triton kernels a call launched, for a GPU that need not be
+here: registers, spills, shared memory and an occupancy estimate per kernel and config.
+
+Inside the worker. The signature of each kernel comes from a real launch (observed by the
+launch recorder, on the GPU or under the CPU interpreter), so the compiled code is the one that
+launch would run on the target: same argument types, same constexprs, same num_warps and
+num_stages, same 16-byte divisibility specialisation.
+
+NVIDIA: the cubin's resource usage is read with the ``cuobjdump`` that ships inside Triton's
+NVIDIA backend (REG = registers per thread; STACK = per-thread stack frame, which is where
+spills go). AMD: the amdgcn assembly's metadata (``.vgpr_count``, ``.agpr_count``,
+``.private_segment_fixed_size``). Shared memory is Triton's own figure (``metadata.shared``).
+Occupancy is an estimate from the architecture limits below.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .schema import KernelResources
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    backend: str  # cuda | hip
+    target: Any  # what GPUTarget takes as arch: 90, "gfx942"
+    warp: int
+    max_warps: int  # resident warps (waves) per SM (CU)
+    max_blocks: int
+    smem_per_sm: int
+    smem_per_block: int
+    regs_per_sm: int = 65536  # NVIDIA: 32-bit registers per SM
+    vgprs_per_lane: int = 512  # AMD: unified VGPR+AGPR budget per SIMD lane
+    simds: int = 4
+
+
+ARCHS: dict[str, ArchLimits] = {
+    "sm_80": ArchLimits("cuda", 80, 32, 64, 32, 167936, 166912),
+    "sm_90": ArchLimits("cuda", 90, 32, 64, 32, 233472, 232448),
+    "gfx90a": ArchLimits("hip", "gfx90a", 64, 32, 32, 65536, 65536),
+    "gfx942": ArchLimits("hip", "gfx942", 64, 32, 32, 65536, 65536),
+}
+DEFAULT_ARCH = "sm_90"
+"""Used when no arch is named and the runner has no GPU (the CPU interpreter)."""
+
+_DTYPES = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8",
+    "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1",
+    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "float8_e4m3fnuz": "fp8e4b8",
+    "float8_e5m2fnuz": "fp8e5b16",
+}
+_OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+@dataclass
+class LaunchSignature:
+    """What AOT compilation needs from one launch; hashable, so repeats compile once."""
+
+    signature: tuple  # ((name, type), ...); type "constexpr" for constexpr parameters
+    constexprs: tuple  # ((name, value), ...)
+    divisible: tuple  # indices of arguments divisible by 16 (pointers: 16-byte aligned)
+    options: tuple  # ((name, value), ...)
+
+    def key(self):
+        return (self.signature, self.constexprs, self.divisible, self.options)
+
+
+def describe_launch(raw_fn, args: tuple, kwargs: dict) -> Optional[LaunchSignature]:
+    """Types of a launch's arguments, from the Python function behind a JIT kernel."""
+    import torch
+
+    try:
+        params = list(inspect.signature(raw_fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    options = tuple((k, kwargs[k]) for k in _OPTION_NAMES if k in kwargs)
+    values = dict(zip([p.name for p in params], args))
+    values.update({k: v for k, v in kwargs.items() if k not in _OPTION_NAMES})
+    sig, consts, div = [], [], []
+    for i, p in enumerate(params):
+        if p.name in values:
+            v = values[p.name]
+        elif p.default is not p.empty:
+            v = p.default
+        else:
+            return None
+        ann = p.annotation
+        is_const = "constexpr" in (ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann)))
+        if is_const or v is None:
+            sig.append((p.name, "constexpr"))
+            consts.append((p.name, v))
+        elif isinstance(v, torch.Tensor):
+            t = _DTYPES.get(str(v.dtype).replace("torch.", ""))
+            if t is None:
+                return None
+            sig.append((p.name, "*" + t))
+            if v.data_ptr() % 16 == 0:
+                div.append(i)
+        elif isinstance(v, bool):
+            sig.append((p.name, "i1"))
+        elif isinstance(v, int):
+            sig.append((p.name, "i32" if -2 ** 31 <= v < 2 ** 31 else "i64"))
+            if v % 16 == 0 and v != 0:
+                div.append(i)
+        elif isinstance(v, float):
+            sig.append((p.name, "fp32"))
+        else:
+            return None  # tensor descriptors and other kinds are not described here
+    return LaunchSignature(tuple(sig), tuple(consts), tuple(div), options)
+
+
+def _tool(name: str) -> Optional[str]:
+    import triton
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    return path if os.path.exists(path) else None
+
+
+def _nvidia_usage(cubin: bytes) -> tuple[Optional[int], Optional[int]]:
+    tool = _tool("cuobjdump")
+    if tool is None:
+        return None, None
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    try:
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True,
+                             timeout=60).stdout
+    finally:
+        os.unlink(f.name)
+    m = re.search(r"REG:(\d+)\s+STACK:(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def _amd_usage(asm: str) -> tuple[Optional[int], Optional[int]]:
+    def get(key):
+        m = re.search(r"\.%s:\s+(\d+)" % key, asm)
+        return int(m.group(1)) if m else None
+    vgpr, agpr, scratch = get("vgpr_count"), get("agpr_count") or 0, get("private_segment_fixed_size")
+    return ((vgpr + agpr) if vgpr is not None else None), scratch
+
+
+def occupancy(limits: ArchLimits, registers: Optional[int], shared: int, num_warps: int) -> Optional[float]:
+    """Resident warps (waves) per SM (CU) over the maximum, as a percentage. An estimate."""
+    if registers is None or num_warps <= 0:
+        return None
+    by_smem = limits.smem_per_sm // (shared + (1024 if limits.backend == "cuda" else 0)) if shared else 10 ** 9
+    if limits.backend == "cuda":
+        per_warp = math.ceil(max(registers, 1) * 32 / 256) * 256
+        by_regs = (limits.regs_per_sm // per_warp) // num_warps
+    else:
+        waves_per_simd = min(8, limits.vgprs_per_lane // (math.ceil(max(registers, 1) / 8) * 8))
+        by_regs = (waves_per_simd * limits.simds) // num_warps
+    by_warps = limits.max_warps // num_warps
+    blocks = min(by_regs, by_smem, by_warps, limits.max_blocks)
+    return 100.0 * blocks * num_warps / limits.max_warps
+
+
+def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> KernelResources:
+    """Compile one launch configuration for ``arch`` and read its resources."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    limits = ARCHS[arch]
+    opts = dict(launch.options)
+    num_warps = int(opts.get("num_warps", 4))
+    num_stages = int(opts.get("num_stages", 3 if limits.backend == "cuda" else 2))
+    res = KernelResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
+                          constexprs={k: repr(v) for k, v in launch.constexprs},
+                          arg_types=", ".join(t for _, t in launch.signature if t != "constexpr"),
+                          shared_limit=limits.smem_per_block)
+    t0 = time.monotonic()
+    try:
+        fn = raw_fn if isinstance(raw_fn, JITFunction) else JITFunction(raw_fn)
+        attrs = {(i,): [["tt.divisibility", 16]] for i in launch.divisible}
+        src = ASTSource(fn, signature=dict(launch.signature), constexprs=dict(launch.constexprs), attrs=attrs)
+        target = GPUTarget(limits.backend, limits.target, limits.warp)
+        options = {"num_warps": num_warps, "num_stages": num_stages,
+                   **{k: v for k, v in opts.items() if k in ("num_ctas", "maxnreg")}}
+        ck = triton.compile(src, target=target, options=options)
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        res.fits = False
+        res.error = f"{type(e).__name__}: {msg[-1] if msg else ''}"[:300]
+        if "out of resource" in res.error.lower() or "shared memory" in res.error.lower():
+            res.error = f"needs more shared memory than {arch} has per block ({limits.smem_per_block} bytes)"
+        res.compile_s = round(time.monotonic() - t0, 3)
+        return res
+    res.shared_bytes = int(getattr(ck.metadata, "shared", 0) or 0)
+    if limits.backend == "cuda":
+        res.registers, res.spill_bytes = _nvidia_usage(ck.asm["cubin"])
+    else:
+        res.registers, res.spill_bytes = _amd_usage(ck.asm.get("amdgcn", ""))
+    res.fits = res.shared_bytes <= limits.smem_per_block
+    if not res.fits:
+        res.error = f"needs {res.shared_bytes} bytes of shared memory; {arch} has {limits.smem_per_block} per block"
+    res.occupancy_pct = occupancy(limits, res.registers, res.shared_bytes, num_warps) if res.fits else 0.0
+    res.compile_s = round(time.monotonic() - t0, 3)
+    return res
+
+
+# --------------------------------------------------------------------------- out of process
+#
+# A process that imported triton with TRITON_INTERPRET=1 (the CPU worker) cannot compile: the
+# @jit helpers inside triton.language (tl.max's combine function, ...) were created as
+# interpreted functions. There, compilation runs in a child process without the variable.
+
+
+def _jsonable(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def compile_in_subprocess(jobs: list[dict], paths: list[str], timeout: float = 300.0) -> list[KernelResources]:
+    """jobs: {"module", "kernel", "signature", "constexprs", "divisible", "options", "arch"}."""
+    import json
+    import sys
+
+    from .schema import from_dict
+
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_parent, *paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    try:
+        p = subprocess.run([sys.executable, "-m", "runner.aot"], input=json.dumps(jobs), capture_output=True,
+                           text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
+                                error=f"ahead-of-time compile took longer than {timeout:.0f} s") for j in jobs]
+    try:
+        return [from_dict(KernelResources, d) for d in json.loads(p.stdout.strip().splitlines()[-1])]
+    except Exception:
+        tail = (p.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
+                                error=f"ahead-of-time compile failed: {tail[0][:200]}") for j in jobs]
+
+
+def _main() -> None:  # python -m runner.aot < jobs.json
+    import importlib
+    import json
+    import sys
+
+    from .schema import to_dict
+    from triton.runtime.jit import JITFunction
+
+    jobs = json.loads(sys.stdin.read())
+    out = []
+    for j in jobs:
+        try:
+            obj = getattr(importlib.import_module(j["module"]), j["kernel"])
+            while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+                obj = obj.fn  # through @triton.autotune / @triton.heuristics
+            sig = LaunchSignature(tuple(map(tuple, j["signature"])), tuple(map(tuple, j["constexprs"])),
+                                  tuple(j["divisible"]), tuple(map(tuple, j["options"])))
+            out.append(compile_for(obj, j["kernel"], sig, j["arch"]))
+        except Exception as e:
+            out.append(KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0,
+                                       fits=False, error=f"{type(e).__name__}: {e}"[:300]))
+    sys.stdout.write("\n" + json.dumps([to_dict(r) for r in out]) + "\n")
+
+
+if __name__ == "__main__":
+    _main()
