@@ -50,6 +50,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--arch", metavar="ARCH",
                    help="also compile the launched kernels ahead of time for sm_80, sm_90, gfx90a, "
                         "gfx942 or 'device', and show registers, spills, shared memory, occupancy")
+    o = sub.add_parser("optimize", help="search for a faster verified version of a target",
+                       description="Search for a faster version of PATH::SYMBOL that is verified to "
+                                   "compute the same thing. --strategy tune (the default) searches the "
+                                   "launch settings of its Triton kernel.")
+    o.add_argument("target", metavar="PATH::SYMBOL")
+    o.add_argument("--strategy", choices=["tune", "llm"], default="tune")
+    o.add_argument("--arch", default=None, metavar="ARCH",
+                   help="target GPU for the compile report and limits: sm_80, sm_90, gfx90a, gfx942 "
+                        "(default: the runner's GPU, else sm_90)")
+    o.add_argument("--runner", default=None, metavar="local|URL")
+    o.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
+    o.add_argument("--max-configs", type=int, default=48, help="configs to evaluate at most (default 48)")
+    o.add_argument("--trials", type=int, default=2, help="fresh seeded inputs per case and config")
+    o.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    o.add_argument("--out", metavar="FILE", help="write the target file with the best config to FILE")
+    o.add_argument("--json", action="store_true", help="print the optimize report as JSON on stdout")
     return p
 
 
@@ -219,11 +235,91 @@ def cmd_eval(args) -> int:
     return exit_code(result)
 
 
+def render_tune(report) -> str:
+    lines = [f"geak optimize  {report.target}  --strategy tune  (kernel {report.kernel}, arch {report.arch})"]
+    if report.device:
+        lines.append(f"device     {report.device}")
+    if report.original:
+        lines.append("original   " + ", ".join(f"{k}={v}" for k, v in sorted(report.original.items())))
+    if report.trials:
+        rows = [("config", "result", "regs", "spills", "shared", "occupancy", "speedup")]
+        order = sorted(report.trials, key=lambda t: -(t.speedup or 0.0))
+        for t in order:
+            k = t.resources[0] if t.resources else None
+            rows.append((", ".join(f"{n}={v}" for n, v in sorted(t.config.items())),
+                         ("pruned: " + t.pruned) if t.pruned and t.correct else
+                         ("correct" if t.correct else t.status),
+                         str(k.registers) if k and k.registers is not None else "-",
+                         f"{k.spill_bytes} B" if k and k.spill_bytes is not None else "-",
+                         f"{k.shared_bytes} B" if k and k.shared_bytes is not None else "-",
+                         f"{k.occupancy_pct:.0f}%" if k and k.occupancy_pct is not None else "-",
+                         f"{t.speedup:.3f}x" if t.speedup is not None else "-"))
+        widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(rows[0]))]
+        lines.append("")
+        for r in rows:
+            lines.append("  " + "  ".join(v[:widths[i]].ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+        lines.append("")
+    for n in report.notes:
+        lines.append(f"note       {n}")
+    lines.append(f"verdict    {'IMPROVED' if report.improved else 'NO VERIFIED IMPROVEMENT'}: {report.message}")
+    return "\n".join(lines)
+
+
+def cmd_optimize(args) -> int:
+    if args.strategy == "llm":
+        _err("geak: the llm strategy is not available in this version; use --strategy tune")
+        return EXIT_BAD_INPUT
+    from agent.tune.tuner import tune
+    from runner.aot import ARCHS, DEFAULT_ARCH
+    from runner.schema import to_dict
+    import json
+    try:
+        path, _ = parse_spec(args.target)
+        root = find_project_root(Path(path))
+        opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
+        opts.device = args.device
+        if args.max_configs < 1 or args.trials < 1:
+            raise ConfigError("--max-configs and --trials must be at least 1")
+        req, info, _ = build_request(args.target, None, opts, root=root)
+        if args.arch and args.arch not in ARCHS:
+            raise ConfigError(f"unknown arch '{args.arch}': use one of {', '.join(sorted(ARCHS))}")
+        runner = make_runner(args.runner, args.device, args.workers)
+    except SourceError as e:
+        _err(f"geak: {e.info.message}")
+        if e.info.hint:
+            _err(f"  what to do: {e.info.hint}")
+        return EXIT_BAD_INPUT
+    except ConfigError as e:
+        _err(f"geak: {e}")
+        return EXIT_BAD_INPUT
+    try:
+        # The original must be right on its own inputs before anything is compared with it.
+        base = runner.evaluate(req)
+        if not base.correct:
+            _err(render(base, str(req.target), None))
+            _err("geak: the original does not pass its own check; fix it first")
+            return EXIT_BAD_INPUT
+        arch = args.arch or (base.device.arch if base.device and base.device.arch in ARCHS else DEFAULT_ARCH)
+        _err(f"tuning {req.target} for {arch} on {base.device.name if base.device else 'the runner'} ...")
+        report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials)
+    finally:
+        runner.close()
+    _err(render_tune(report))
+    if report.improved and args.out:
+        Path(args.out).write_text(report.source, encoding="utf-8")
+        _err(f"wrote {args.out}")
+    if args.json:
+        print(json.dumps(to_dict(report), indent=2))
+    return EXIT_OK if report.improved else EXIT_UNVERIFIED
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "eval":
             return cmd_eval(args)
+        if args.command == "optimize":
+            return cmd_optimize(args)
     except KeyboardInterrupt:
         _err("geak: interrupted")
         return 130

@@ -1,0 +1,147 @@
+"""Find the launch knobs of a Triton wrapper, and rewrite them.
+
+Standard library only. A knob is a value at a launch site ``kernel[grid](..., BLOCK=128,
+num_warps=4)`` that the tuner may change: a keyword argument for a ``tl.constexpr`` parameter
+of the kernel, ``num_warps`` or ``num_stages``. Its value must be an integer literal, either
+written at the launch or bound once to a name in the wrapper (``BLOCK = 128``); computed values
+(``triton.next_power_of_2(n)``) stay as they are. Integer literals in the launch's grid that
+equal a block knob's value are tied to it (``grid = (triton.cdiv(n, 256),)`` with
+``BLOCK=256``), so that the grid still covers the data when the block changes; every config
+is verified by the evaluator anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Optional
+
+from runner.source import is_triton_kernel, top_level_names
+
+Span = tuple[int, int, int, int]  # lineno, col, end_lineno, end_col (ast conventions)
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+@dataclass
+class Knob:
+    name: str
+    value: int
+    kind: str  # constexpr | num_warps | num_stages
+    spans: list[Span] = field(default_factory=list)
+    """Where the value is written (and the grid literals tied to it)."""
+
+
+@dataclass
+class LaunchSite:
+    kernel: str
+    line: int
+    knobs: list[Knob]
+    insert_at: Optional[tuple[int, int]] = None
+    """Where ``, num_warps=..`` can be added when the launch does not set it (before ')')."""
+    has_loop: bool = False
+    """The kernel loops (num_stages pipelines loops only)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _span(node: ast.AST) -> Span:
+    return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+
+
+def _int_literal(node: ast.AST) -> Optional[int]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _constexpr_params(kernel: ast.FunctionDef) -> set[str]:
+    return {a.arg for a in kernel.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+
+
+def find_launch_sites(text: str, wrapper: str) -> list[LaunchSite]:
+    tree = ast.parse(text)
+    names = top_level_names(tree)
+    fn = names.get(wrapper)
+    if not isinstance(fn, ast.FunctionDef):
+        return []
+    kernels = {n: d for n, d in names.items() if is_triton_kernel(d)}
+    # Names bound exactly once in the wrapper to an int literal.
+    bound: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).extend([node.value, node.value])
+    grid_vars = {n: v[0] for n, v in bound.items() if len(v) == 1}
+
+    sites = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+            continue
+        kname = node.func.value.id
+        kdef = kernels[kname]
+        consts = _constexpr_params(kdef)
+        site = LaunchSite(kernel=kname, line=node.lineno, knobs=[],
+                          has_loop=any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(kdef)))
+        grid = node.func.slice
+        if isinstance(grid, ast.Name) and grid.id in grid_vars:
+            grid = grid_vars[grid.id]  # grid = (...) bound earlier in the wrapper
+        grid_literals = [n for n in ast.walk(grid) if _int_literal(n) is not None]
+        for kw in node.keywords:
+            if kw.arg is None or not (kw.arg in consts or kw.arg in LAUNCH_OPTIONS):
+                continue
+            kind = kw.arg if kw.arg in LAUNCH_OPTIONS else "constexpr"
+            value_node = kw.value
+            lit = _int_literal(value_node)
+            if lit is None and isinstance(value_node, ast.Name) and len(bound.get(value_node.id, [])) == 1:
+                value_node = bound[value_node.id][0]
+                lit = _int_literal(value_node)
+            if lit is None:
+                site.notes.append(f"{kw.arg} is computed ({ast.unparse(kw.value)}), left as it is")
+                continue
+            knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)])
+            if kind == "constexpr":
+                for g in grid_literals:
+                    if g.value == lit and lit > 1:
+                        knob.spans.append(_span(g))
+            site.knobs.append(knob)
+        last = node.args[-1] if node.args and not node.keywords else (node.keywords[-1].value if node.keywords else None)
+        if last is not None:
+            site.insert_at = (last.end_lineno, last.end_col_offset)
+        sites.append(site)
+    return sites
+
+
+def apply(text: str, edits: dict[Span, str], inserts: Optional[dict[tuple[int, int], str]] = None) -> str:
+    """Replace spans (and insert text at positions), back to front so offsets stay valid."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+
+    def off(line: int, col: int) -> int:
+        # ast col offsets are UTF-8 byte offsets
+        return starts[line - 1] + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    ops = [(off(s[0], s[1]), off(s[2], s[3]), new) for s, new in edits.items()]
+    ops += [(off(*pos), off(*pos), new) for pos, new in (inserts or {}).items()]
+    for a, b, new in sorted(ops, key=lambda o: o[0], reverse=True):
+        text = text[:a] + new + text[b:]
+    return text
+
+
+def render_config(text: str, site: LaunchSite, config: dict[str, int]) -> str:
+    """The source with ``config`` (knob name -> value) written into the launch site."""
+    edits: dict[Span, str] = {}
+    inserts: dict[tuple[int, int], str] = {}
+    present = {k.name for k in site.knobs}
+    for k in site.knobs:
+        if k.name in config and config[k.name] != k.value:
+            for s in k.spans:
+                edits[s] = str(config[k.name])
+    extra = [f"{name}={config[name]}" for name in LAUNCH_OPTIONS if name in config and name not in present]
+    if extra and site.insert_at:
+        inserts[site.insert_at] = "".join(f", {e}" for e in extra)
+    return apply(text, edits, inserts)

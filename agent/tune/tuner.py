@@ -1,0 +1,177 @@
+"""The no-LLM tuner: search launch configurations of an existing Triton wrapper.
+
+1. Find the knobs at the wrapper's launch site (``knobs.py``).
+2. Build a search space that respects the hardware: powers of two around each block size,
+   ``num_warps`` 1–16, ``num_stages`` only for kernels with loops (1–5 on NVIDIA, 1–2 on AMD).
+   Large spaces are sampled (seeded), and the sample size is reported.
+3. Evaluate every config on the runner as a candidate against the original: correctness on
+   every case and trial, the ahead-of-time compile report for the target arch (configs that
+   exceed shared memory or spill are pruned), and on a GPU the interleaved timing.
+4. The best verified config wins only if it beats the original by more than the timing spread;
+   otherwise the report says nothing was better. Under the CPU interpreter nothing is timed:
+   the report lists which configs are correct and what they cost in registers and shared
+   memory, and says that timing needs a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Optional
+
+from runner.schema import EvalOptions, EvalRequest, EvalResult, KernelResources, Target
+
+from .knobs import LaunchSite, find_launch_sites, render_config
+
+NUM_WARPS = (1, 2, 4, 8, 16)
+NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "hip": (1, 2)}
+
+
+@dataclass
+class Trial:
+    config: dict[str, int]
+    status: str
+    correct: bool
+    speedup: Optional[float] = None
+    cand_ms: Optional[float] = None
+    spread_pct: Optional[float] = None
+    resources: list[KernelResources] = field(default_factory=list)
+    pruned: Optional[str] = None
+    message: str = ""
+
+
+@dataclass
+class TuneReport:
+    target: str
+    kernel: str
+    arch: str
+    original: dict[str, int]
+    space_size: int
+    tried: int
+    trials: list[Trial]
+    device: str = ""
+    timed: bool = False
+    best: Optional[dict[str, int]] = None
+    best_speedup: Optional[float] = None
+    source: Optional[str] = None
+    """The target file with the best config written in (only when one was verified faster)."""
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def improved(self) -> bool:
+        return self.best is not None
+
+
+def _powers_around(v: int, lo: int, hi: int) -> list[int]:
+    if v <= 0 or v & (v - 1):
+        return [v]  # not a power of two: leave it alone
+    return sorted({p for p in (v // 4, v // 2, v, v * 2, v * 4) if lo <= p <= hi} | {v})
+
+
+def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False) -> list[dict[str, int]]:
+    axes: dict[str, list[int]] = {}
+    for k in site.knobs:
+        if k.kind == "constexpr":
+            axes[k.name] = _powers_around(k.value, 16, 256 if uses_dot else 16384)
+        elif k.kind == "num_warps":
+            axes[k.name] = list(NUM_WARPS)
+        elif k.kind == "num_stages" and site.has_loop:
+            axes[k.name] = list(NUM_STAGES.get(backend, NUM_STAGES["cuda"]))
+    names = {k.name for k in site.knobs}
+    if "num_warps" not in names and site.insert_at:
+        axes["num_warps"] = list(NUM_WARPS)
+    if "num_stages" not in names and site.insert_at and site.has_loop:
+        axes["num_stages"] = list(NUM_STAGES.get(backend, NUM_STAGES["cuda"]))
+    keys = sorted(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def original_config(site: LaunchSite) -> dict[str, int]:
+    cfg = {k.name: k.value for k in site.knobs}
+    return cfg
+
+
+def choose(trials: list[Trial], min_gain: float = 0.01) -> Optional[Trial]:
+    """The fastest verified, unpruned, timed trial that beats the original by more than its
+    own timing spread (and at least ``min_gain``)."""
+    ok = [t for t in trials if t.correct and t.status == "ok" and not t.pruned and t.speedup is not None]
+    if not ok:
+        return None
+    best = max(ok, key=lambda t: t.speedup)
+    margin = max(min_gain, (best.spread_pct or 0.0) / 100.0)
+    return best if best.speedup > 1.0 + margin else None
+
+
+def _trial(config: dict[str, int], r: EvalResult) -> Trial:
+    t = Trial(config=config, status=r.status, correct=r.correct, message=r.message, resources=r.resources)
+    if r.timing:
+        t.speedup, t.cand_ms, t.spread_pct = r.timing.speedup, r.timing.cand_ms, r.timing.spread_pct
+    bad = [k for k in r.resources if not k.fits]
+    spills = [k for k in r.resources if k.spill_bytes]
+    if bad:
+        t.pruned = bad[0].error or "does not fit"
+    elif spills:
+        t.pruned = f"spills {spills[0].spill_bytes} bytes per thread on {spills[0].arch}"
+    return t
+
+
+def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: int = 0,
+         trials_per_case: int = 2) -> TuneReport:
+    """Tune the launch of ``request.target`` (a built request for the target alone)."""
+    path, wrapper = request.target.path, request.target.symbol
+    text = request.files[path]
+    sites = find_launch_sites(text, wrapper)
+    report = TuneReport(target=str(request.target), kernel="", arch=arch, original={}, space_size=0,
+                        tried=0, trials=[])
+    if not sites:
+        report.message = f"{wrapper} launches no Triton kernel defined in {path}: nothing to tune"
+        return report
+    if len(sites) > 1:
+        report.notes.append(f"{wrapper} launches {len(sites)} kernels; tuning the first "
+                            f"({sites[0].kernel}, line {sites[0].line})")
+    site = sites[0]
+    report.kernel, report.original = site.kernel, original_config(site)
+    report.notes += site.notes
+    backend = "hip" if arch.startswith("gfx") else "cuda"
+    uses_dot = "tl.dot" in text or ".dot(" in text
+    space = [c for c in search_space(site, backend, uses_dot)
+             if any(c.get(k) != v for k, v in report.original.items()) or set(c) - set(report.original)]
+    report.space_size = len(space)
+    if not space:
+        report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
+        return report
+    if len(space) > max_configs:
+        space = random.Random(seed).sample(space, max_configs)
+        report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs")
+    report.tried = len(space)
+    reqs = []
+    for cfg in space:
+        opts = EvalOptions(**{**request.options.__dict__})
+        opts.trials, opts.aot_arch = trials_per_case, arch
+        reqs.append(EvalRequest(target=request.target, files=request.files,
+                                candidate=Target(path, wrapper),
+                                candidate_files={path: render_config(text, site, cfg)}, options=opts))
+    results = runner.evaluate_many(reqs)
+    report.trials = [_trial(cfg, r) for cfg, r in zip(space, results)]
+    if results and results[0].device:
+        d = results[0].device
+        report.device = d.name if d.backend == "interpreter" else f"{d.name} ({d.backend}, {d.arch})"
+    report.timed = any(t.speedup is not None for t in report.trials)
+    verified = sum(t.correct for t in report.trials)
+    best = choose(report.trials)
+    if best is not None:
+        report.best, report.best_speedup = best.config, best.speedup
+        report.source = render_config(text, site, best.config)
+        report.message = (f"{site.kernel}: {best.speedup:.2f}x faster with "
+                          + ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
+                          + f" ({verified} of {report.tried} configs verified correct)")
+    elif report.timed:
+        report.message = (f"{site.kernel}: no config beats the original ({verified} of {report.tried} "
+                          "verified correct; none faster by more than the timing spread)")
+    else:
+        report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct on "
+                          f"{report.device or 'the runner'}; no timing here, so nothing is offered as "
+                          "faster. Run on a GPU box to measure (geak optimize ... --device cuda there)")
+    return report

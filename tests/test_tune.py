@@ -1,0 +1,139 @@
+"""The tuner on the CPU: knob discovery, edits, search space, verification of every config."""
+
+import subprocess
+import sys
+import textwrap
+
+from conftest import ADD_RELU, ROOT, Project
+from agent.tune.knobs import find_launch_sites, render_config
+from agent.tune.tuner import Trial, choose, search_space, tune
+
+STYLES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ACT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def keyword_literal(x):
+    out = torch.empty_like(x)
+    k[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128, ACT=1, num_warps=2)
+    return out
+
+
+def bound_name_and_grid_lambda(x):
+    out = torch.empty_like(x)
+    BLOCK = 512
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)
+    k[grid](x, out, x.numel(), BLOCK=BLOCK, ACT=0)
+    return out
+
+
+def computed(x):
+    out = torch.empty_like(x)
+    b = triton.next_power_of_2(x.numel())
+    k[(1,)](x, out, x.numel(), BLOCK=b, ACT=0, num_warps=4)
+    return out
+'''
+
+
+def test_knobs_in_different_styles():
+    (site,) = find_launch_sites(STYLES, "keyword_literal")
+    assert {(kn.name, kn.value, kn.kind) for kn in site.knobs} == {
+        ("BLOCK", 128, "constexpr"), ("ACT", 1, "constexpr"), ("num_warps", 2, "num_warps")}
+    block = next(kn for kn in site.knobs if kn.name == "BLOCK")
+    assert len(block.spans) == 2  # the keyword and the grid's literal 128, tied together
+    (site,) = find_launch_sites(STYLES, "bound_name_and_grid_lambda")
+    assert [(kn.name, kn.value) for kn in site.knobs] == [("BLOCK", 512), ("ACT", 0)]
+    assert site.insert_at is not None  # num_warps can be added
+    (site,) = find_launch_sites(STYLES, "computed")
+    assert [kn.name for kn in site.knobs] == ["ACT", "num_warps"]
+    assert any("BLOCK is computed" in n for n in site.notes)
+
+
+def test_edits_rewrite_the_launch_and_its_grid():
+    (site,) = find_launch_sites(STYLES, "keyword_literal")
+    new = render_config(STYLES, site, {"BLOCK": 1024, "num_warps": 8})
+    assert "k[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024, ACT=1, num_warps=8)" in new
+    (site,) = find_launch_sites(STYLES, "bound_name_and_grid_lambda")
+    new = render_config(STYLES, site, {"BLOCK": 64, "num_warps": 1})
+    assert "    BLOCK = 64\n" in new and "BLOCK=BLOCK, ACT=0, num_warps=1)" in new
+    compile(new, "x.py", "exec")
+
+
+def test_search_space_respects_the_hardware():
+    (site,) = find_launch_sites(STYLES, "keyword_literal")
+    space = search_space(site, "cuda")
+    assert {c["num_warps"] for c in space} == {1, 2, 4, 8, 16}
+    assert {c["BLOCK"] for c in space} == {32, 64, 128, 256, 512}
+    assert all("num_stages" not in c for c in space)  # no loop in the kernel: stages do nothing
+    src = (ROOT / "examples" / "matmul.py").read_text()
+    (mm,) = find_launch_sites(src, "matmul")
+    assert {c["num_stages"] for c in search_space(mm, "hip", uses_dot=True)} == {1, 2}
+    assert max(c["BLOCK_M"] for c in search_space(mm, "cuda", uses_dot=True)) == 256
+
+
+def test_choose_needs_a_real_margin():
+    def t(speedup, spread=1.0, correct=True, pruned=None):
+        return Trial(config={}, status="ok" if correct else "mismatch", correct=correct, speedup=speedup,
+                     spread_pct=spread, pruned=pruned)
+    assert choose([t(1.005), t(0.9)]) is None  # inside the noise
+    assert choose([t(1.3, correct=False), t(1.05)]).speedup == 1.05
+    assert choose([t(1.5, pruned="spills"), t(1.1)]).speedup == 1.1
+    assert choose([t(1.04, spread=6.0)]) is None  # spread larger than the gain
+
+
+def test_every_config_is_verified_and_a_truncating_block_is_caught(tmp_path, runner):
+    # One program per row, no loop: a block shorter than the row silently drops columns.
+    p = Project(tmp_path)
+    p.write("rowsum.py", """
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def rowsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            cols = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+        def rowsum(x):
+            out = torch.empty(x.shape[0], device=x.device, dtype=x.dtype)
+            rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=256, num_warps=4)
+            return out
+
+        def get_inputs():
+            return [torch.randn(8, 256, device="cuda")]
+    """)
+    req = p.request("rowsum.py::rowsum")
+    report = tune(runner, req, "sm_90", max_configs=200, trials_per_case=1)
+    assert report.tried == report.space_size == 5 * 5 - 1
+    by_block = {}
+    for trial in report.trials:
+        by_block.setdefault(trial.config["BLOCK"], set()).add(trial.status)
+    assert by_block[64] == {"mismatch"} and by_block[128] == {"mismatch"}
+    assert by_block[512] == {"ok"} and by_block[1024] == {"ok"}
+    assert not report.improved and report.source is None  # no timing on the CPU: nothing offered
+    assert "no timing here" in report.message
+    assert all(t.resources and t.resources[0].arch == "sm_90" for t in report.trials if t.correct)
+
+
+def test_geak_optimize_on_a_cpu_machine(tmp_path):
+    p = Project(tmp_path).write("k.py", ADD_RELU)
+    out = tmp_path / "tuned.py"
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "optimize", "k.py::add_relu", "--max-configs", "4",
+                        "--trials", "1", "--out", str(out), "--json"], cwd=p.root, capture_output=True,
+                       text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1, r.stderr  # ran, verified configs, but nothing is verified faster
+    assert "NO VERIFIED IMPROVEMENT" in r.stderr and "sm_90" in r.stderr
+    import json
+    doc = json.loads(r.stdout)
+    assert doc["tried"] == 4 and doc["best"] is None and all(t["correct"] for t in doc["trials"])
+    assert not out.exists()  # nothing unverified is ever written
+    assert textwrap.dedent(ADD_RELU) == (p.root / "k.py").read_text()  # the original is untouched
