@@ -245,7 +245,9 @@ def render_tune(report) -> str:
         rows = [("config", "result", "regs", "spills", "shared", "occupancy", "speedup")]
         order = sorted(report.trials, key=lambda t: -(t.speedup or 0.0))
         for t in order:
-            k = t.resources[0] if t.resources else None
+            # The config's costliest launch: what does not fit, else what spills most, else most registers.
+            k = max(t.resources, key=lambda r: (not r.fits, r.spill_bytes or 0, r.registers or 0),
+                    default=None)
             rows.append((", ".join(f"{n}={v}" for n, v in sorted(t.config.items())),
                          ("pruned: " + t.pruned) if t.pruned and t.correct else
                          ("correct" if t.correct else t.status),
@@ -254,7 +256,7 @@ def render_tune(report) -> str:
                          f"{k.shared_bytes} B" if k and k.shared_bytes is not None else "-",
                          f"{k.occupancy_pct:.0f}%" if k and k.occupancy_pct is not None else "-",
                          f"{t.speedup:.3f}x" if t.speedup is not None else "-"))
-        widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(rows[0]))]
+        widths = [min(max(len(r[i]) for r in rows), 90) for i in range(len(rows[0]))]
         lines.append("")
         for r in rows:
             lines.append("  " + "  ".join(v[:widths[i]].ljust(widths[i]) for i, v in enumerate(r)).rstrip())

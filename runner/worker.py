@@ -71,6 +71,7 @@ def _setup(requested: str):
     info = devices.detect(requested)  # raises when a GPU was asked for and there is none
     if not use_gpu:
         guards.patch_cuda_for_interpreter()
+        guards.patch_autotune_for_interpreter()
     try:
         import triton.knobs as knobs  # keep the interpreter flag consistent with our choice
         knobs.runtime.interpret = not use_gpu

@@ -137,3 +137,73 @@ def test_geak_optimize_on_a_cpu_machine(tmp_path):
     assert doc["tried"] == 4 and doc["best"] is None and all(t["correct"] for t in doc["trials"])
     assert not out.exists()  # nothing unverified is ever written
     assert textwrap.dedent(ADD_RELU) == (p.root / "k.py").read_text()  # the original is untouched
+
+
+AUTOTUNED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4),
+                          triton.Config({"BLOCK": 1024}, num_warps=8)], key=["n"])
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    return out
+
+
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n"])})
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def copy(x):
+    out = torch.empty_like(x)
+    copy_kernel[(1,)](x, out, x.numel(), num_warps=4)
+    return out
+
+
+def get_inputs():
+    return [torch.randn(3000, device="cuda")]
+'''
+
+
+def test_autotune_configs_are_found_and_pinned_one_at_a_time():
+    from agent.tune.knobs import find_autotune, render_autotune
+    at, why = find_autotune(AUTOTUNED, "scale_kernel")
+    assert why is None and at.configs == [{"BLOCK": 128, "num_warps": 4}, {"BLOCK": 1024, "num_warps": 8}]
+    one = render_autotune(AUTOTUNED, at, {"BLOCK": 256, "num_warps": 2})
+    assert "@triton.autotune(configs=[triton.Config({'BLOCK': 256}, num_warps=2)], key=[\"n\"])" in one
+    computed = AUTOTUNED.replace('configs=[triton.Config({"BLOCK": 128}, num_warps=4),\n'
+                                 '                          triton.Config({"BLOCK": 1024}, num_warps=8)]',
+                                 "configs=make_configs()")
+    at, why = find_autotune(computed, "scale_kernel")
+    assert at is None and "computed" in why
+
+
+def test_tuning_an_autotuned_kernel_under_the_interpreter(tmp_path, runner):
+    p = Project(tmp_path).write("at.py", AUTOTUNED)
+    # The original, autotuned over two configs, runs under the interpreter (no benchmarking there).
+    assert runner.evaluate(p.request("at.py::scale")).status == "ok"
+    report = tune(runner, p.request("at.py::scale"), "gfx942", max_configs=5, trials_per_case=1)
+    assert report.tried == 5 and all(t.correct for t in report.trials)
+    assert any("autotuned over 2 config(s)" in n for n in report.notes)
+    assert all(t.resources[0].arch == "gfx942" for t in report.trials)
+
+
+def test_heuristics_kernel_keeps_its_computed_block(tmp_path, runner):
+    (site,) = find_launch_sites(AUTOTUNED, "copy")
+    assert [k.name for k in site.knobs] == ["num_warps"]  # BLOCK comes from the heuristic
+    p = Project(tmp_path).write("at.py", AUTOTUNED)
+    report = tune(runner, p.request("at.py::copy"), "sm_90", max_configs=3, trials_per_case=1)
+    assert report.tried == 3 and all(t.correct for t in report.trials)

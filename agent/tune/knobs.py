@@ -145,3 +145,54 @@ def render_config(text: str, site: LaunchSite, config: dict[str, int]) -> str:
     if extra and site.insert_at:
         inserts[site.insert_at] = "".join(f", {e}" for e in extra)
     return apply(text, edits, inserts)
+
+
+# --------------------------------------------------------------------------- @triton.autotune
+
+
+@dataclass
+class AutotuneConfigs:
+    """The literal ``configs=[triton.Config({...}, num_warps=.., num_stages=..), ...]`` of a kernel."""
+
+    kernel: str
+    span: Span
+    config_call: str  # how the file spells it: "triton.Config"
+    configs: list[dict[str, int]]
+
+
+def find_autotune(text: str, kernel: str) -> tuple[Optional[AutotuneConfigs], Optional[str]]:
+    """(configs, None), or (None, why not) when the kernel's autotune configs are not literal."""
+    tree = ast.parse(text)
+    node = top_level_names(tree).get(kernel)
+    if not isinstance(node, ast.FunctionDef):
+        return None, None
+    for dec in node.decorator_list:
+        if not (isinstance(dec, ast.Call) and ast.unparse(dec.func).split(".")[-1] == "autotune"):
+            continue
+        arg = next((kw.value for kw in dec.keywords if kw.arg == "configs"), dec.args[0] if dec.args else None)
+        if not isinstance(arg, ast.List):
+            return None, f"{kernel}'s autotune configs are computed ({ast.unparse(arg)[:60]}), not tuned here"
+        configs, call_name = [], "triton.Config"
+        for c in arg.elts:
+            if not (isinstance(c, ast.Call) and c.args and isinstance(c.args[0], ast.Dict)):
+                return None, f"{kernel}: an autotune config is not a literal triton.Config({{...}})"
+            call_name = ast.unparse(c.func)
+            cfg: dict[str, int] = {}
+            for k, v in zip(c.args[0].keys, c.args[0].values):
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, str)) or _int_literal(v) is None:
+                    return None, f"{kernel}: autotune config {ast.unparse(c)[:60]} has a non-literal value"
+                cfg[k.value] = _int_literal(v)
+            for kw in c.keywords:
+                if kw.arg in LAUNCH_OPTIONS and _int_literal(kw.value) is not None:
+                    cfg[kw.arg] = _int_literal(kw.value)
+            configs.append(cfg)
+        return AutotuneConfigs(kernel, _span(arg), call_name, configs), None
+    return None, None
+
+
+def render_autotune(text: str, at: AutotuneConfigs, config: dict[str, int]) -> str:
+    """The source with the kernel's autotune list replaced by the single ``config``: one config
+    means no benchmarking at launch, so the candidate runs exactly this setting."""
+    meta = ", ".join(f"{k!r}: {v}" for k, v in config.items() if k not in LAUNCH_OPTIONS)
+    opts = "".join(f", {k}={config[k]}" for k in LAUNCH_OPTIONS if k in config)
+    return apply(text, {at.span: f"[{at.config_call}({{{meta}}}{opts})]"})

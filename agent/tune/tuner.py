@@ -22,7 +22,7 @@ from typing import Optional
 
 from runner.schema import EvalOptions, EvalRequest, EvalResult, KernelResources, Target
 
-from .knobs import LaunchSite, find_launch_sites, render_config
+from .knobs import AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune, render_config
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "hip": (1, 2)}
@@ -88,6 +88,28 @@ def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
 
 
+def autotune_space(at: AutotuneConfigs, backend: str, uses_dot: bool, has_loop: bool) -> list[dict[str, int]]:
+    """Each existing config alone, and each of its neighbours along one axis at a time."""
+    seen: list[dict[str, int]] = []
+
+    def add(c):
+        if c not in seen:
+            seen.append(c)
+
+    for base in at.configs:
+        add(dict(base))
+        for key, value in base.items():
+            if key == "num_warps":
+                options = NUM_WARPS
+            elif key == "num_stages":
+                options = NUM_STAGES.get(backend, NUM_STAGES["cuda"]) if has_loop else (value,)
+            else:
+                options = _powers_around(value, 16, 256 if uses_dot else 16384)
+            for v in options:
+                add({**base, key: v})
+    return seen
+
+
 def original_config(site: LaunchSite) -> dict[str, int]:
     cfg = {k.name: k.value for k in site.knobs}
     return cfg
@@ -136,8 +158,20 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     report.notes += site.notes
     backend = "hip" if arch.startswith("gfx") else "cuda"
     uses_dot = "tl.dot" in text or ".dot(" in text
-    space = [c for c in search_space(site, backend, uses_dot)
-             if any(c.get(k) != v for k, v in report.original.items()) or set(c) - set(report.original)]
+    at, why = find_autotune(text, site.kernel)
+    if why:
+        report.notes.append(why)
+    if at is not None:
+        # An autotuned kernel: each candidate pins one config (the original keeps its list).
+        report.notes.append(f"{site.kernel} is autotuned over {len(at.configs)} config(s); each is "
+                            "tried on its own, with its neighbours")
+        report.original = {"autotune configs": len(at.configs)}
+        space = autotune_space(at, backend, uses_dot, site.has_loop)
+        render = lambda cfg: render_autotune(text, at, cfg)  # noqa: E731
+    else:
+        space = [c for c in search_space(site, backend, uses_dot)
+                 if any(c.get(k) != v for k, v in report.original.items()) or set(c) - set(report.original)]
+        render = lambda cfg: render_config(text, site, cfg)  # noqa: E731
     report.space_size = len(space)
     if not space:
         report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
@@ -152,7 +186,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         opts.trials, opts.aot_arch = trials_per_case, arch
         reqs.append(EvalRequest(target=request.target, files=request.files,
                                 candidate=Target(path, wrapper),
-                                candidate_files={path: render_config(text, site, cfg)}, options=opts))
+                                candidate_files={path: render(cfg)}, options=opts))
     results = runner.evaluate_many(reqs)
     report.trials = [_trial(cfg, r) for cfg, r in zip(space, results)]
     if results and results[0].device:
@@ -163,7 +197,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     best = choose(report.trials)
     if best is not None:
         report.best, report.best_speedup = best.config, best.speedup
-        report.source = render_config(text, site, best.config)
+        report.source = render(best.config)
         report.message = (f"{site.kernel}: {best.speedup:.2f}x faster with "
                           + ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
                           + f" ({verified} of {report.tried} configs verified correct)")
