@@ -303,7 +303,8 @@ def cmd_optimize(args) -> int:
             return EXIT_BAD_INPUT
         arch = args.arch or (base.device.arch if base.device and base.device.arch in ARCHS else DEFAULT_ARCH)
         _err(f"tuning {req.target} for {arch} on {base.device.name if base.device else 'the runner'} ...")
-        report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials)
+        gpu = bool(base.device and base.device.backend != "interpreter" and base.timing)
+        report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials, timed=gpu)
     finally:
         runner.close()
     _err(render_tune(report))

@@ -207,3 +207,39 @@ def test_heuristics_kernel_keeps_its_computed_block(tmp_path, runner):
     p = Project(tmp_path).write("at.py", AUTOTUNED)
     report = tune(runner, p.request("at.py::copy"), "sm_90", max_configs=3, trials_per_case=1)
     assert report.tried == 3 and all(t.correct for t in report.trials)
+
+
+def test_coordinate_descent_finds_the_optimum_of_a_separable_cost_with_few_evaluations():
+    from agent.tune.tuner import coordinate_descent
+    axes = {"BLOCK": [32, 64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8, 16], "num_stages": [1, 2, 3, 4, 5]}
+    best = {"BLOCK": 256, "num_warps": 8, "num_stages": 3}
+
+    def cost(c):  # time per call, lowest at `best`
+        return 1 + sum(abs(axes[k].index(c[k]) - axes[k].index(best[k])) for k in c) * 0.2
+
+    start = {"BLOCK": 32, "num_warps": 1, "num_stages": 1}
+
+    def speed(c):  # what the evaluator reports: speedup over the original (start)
+        return cost(start) / cost(c)
+
+    calls = []
+
+    def evaluate(batch):
+        calls.append(len(batch))
+        return [Trial(config=c, status="ok", correct=True, speedup=speed(c), spread_pct=0.5) for c in batch]
+
+    trials = coordinate_descent(axes, start, evaluate, budget=60)
+    assert max(trials, key=lambda t: t.speedup).config == best
+    assert len(trials) < 6 * 5 * 5 / 3  # far fewer than the 150 of the full grid
+
+
+def test_coordinate_descent_never_follows_a_wrong_config():
+    from agent.tune.tuner import coordinate_descent
+    axes = {"BLOCK": [64, 128, 256]}
+
+    def evaluate(batch):  # the "fast" config is wrong
+        return [Trial(config=c, status="mismatch" if c["BLOCK"] == 256 else "ok", correct=c["BLOCK"] != 256,
+                      speedup=5.0 if c["BLOCK"] == 256 else 0.9, spread_pct=0.5) for c in batch]
+
+    trials = coordinate_descent(axes, {"BLOCK": 128}, evaluate, budget=10)
+    assert choose(trials) is None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from runner.schema import EvalOptions, EvalRequest, EvalResult, KernelResources, Target
 
@@ -70,7 +70,7 @@ def _powers_around(v: int, lo: int, hi: int) -> list[int]:
     return sorted({p for p in (v // 4, v // 2, v, v * 2, v * 4) if lo <= p <= hi} | {v})
 
 
-def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False) -> list[dict[str, int]]:
+def search_axes(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False) -> dict[str, list[int]]:
     axes: dict[str, list[int]] = {}
     for k in site.knobs:
         if k.kind == "constexpr":
@@ -84,8 +84,46 @@ def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False
         axes["num_warps"] = list(NUM_WARPS)
     if "num_stages" not in names and site.insert_at and site.has_loop:
         axes["num_stages"] = list(NUM_STAGES.get(backend, NUM_STAGES["cuda"]))
+    return axes
+
+
+def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False) -> list[dict[str, int]]:
+    axes = search_axes(site, backend, uses_dot)
     keys = sorted(axes)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
+                       evaluate: Callable[[list[dict[str, int]]], list[Trial]], budget: int,
+                       rounds: int = 3) -> list[Trial]:
+    """Vary one knob at a time around the best verified config so far (each axis's values in
+    one parallel batch), until a whole round brings nothing or the budget is spent. Each trial
+    is scored by its measured speedup over the original."""
+    done: dict[tuple, Trial] = {}
+    current, best_speed = dict(start), 1.0
+
+    def key(c):
+        return tuple(sorted(c.items()))
+
+    for _ in range(rounds):
+        improved = False
+        for name in sorted(axes):
+            batch = [c for c in ({**current, name: v} for v in axes[name]) if key(c) not in done and c != start]
+            batch = batch[:max(0, budget - len(done))]
+            if not batch:
+                continue
+            for c, t in zip(batch, evaluate(batch)):
+                done[key(c)] = t
+            row = [done[key({**current, name: v})] for v in axes[name] if key({**current, name: v}) in done]
+            good = [t for t in row if t.correct and t.status == "ok" and not t.pruned and t.speedup is not None]
+            if good:
+                pick = max(good, key=lambda t: t.speedup)
+                margin = max(0.01, (pick.spread_pct or 0.0) / 100.0)
+                if pick.speedup > best_speed * (1.0 + margin):
+                    current, best_speed, improved = dict(pick.config), pick.speedup, True
+        if not improved or len(done) >= budget:
+            break
+    return list(done.values())
 
 
 def autotune_space(at: AutotuneConfigs, backend: str, uses_dot: bool, has_loop: bool) -> list[dict[str, int]]:
@@ -140,8 +178,10 @@ def _trial(config: dict[str, int], r: EvalResult) -> Trial:
 
 
 def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: int = 0,
-         trials_per_case: int = 2) -> TuneReport:
-    """Tune the launch of ``request.target`` (a built request for the target alone)."""
+         trials_per_case: int = 2, timed: bool = False) -> TuneReport:
+    """Tune the launch of ``request.target`` (a built request for the target alone).
+    ``timed``: the runner measures speed (a GPU), so large spaces are searched rather than
+    sampled."""
     path, wrapper = request.target.path, request.target.symbol
     text = request.files[path]
     sites = find_launch_sites(text, wrapper)
@@ -176,21 +216,34 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     if not space:
         report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
         return report
-    if len(space) > max_configs:
-        space = random.Random(seed).sample(space, max_configs)
-        report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs")
-    report.tried = len(space)
-    reqs = []
-    for cfg in space:
-        opts = EvalOptions(**{**request.options.__dict__})
-        opts.trials, opts.aot_arch = trials_per_case, arch
-        reqs.append(EvalRequest(target=request.target, files=request.files,
-                                candidate=Target(path, wrapper),
-                                candidate_files={path: render(cfg)}, options=opts))
-    results = runner.evaluate_many(reqs)
-    report.trials = [_trial(cfg, r) for cfg, r in zip(space, results)]
-    if results and results[0].device:
-        d = results[0].device
+    devices: list = []
+
+    def evaluate(configs: list[dict[str, int]]) -> list[Trial]:
+        reqs = []
+        for cfg in configs:
+            opts = EvalOptions(**{**request.options.__dict__})
+            opts.trials, opts.aot_arch = trials_per_case, arch
+            reqs.append(EvalRequest(target=request.target, files=request.files,
+                                    candidate=Target(path, wrapper),
+                                    candidate_files={path: render(cfg)}, options=opts))
+        results = runner.evaluate_many(reqs)
+        devices.extend(r.device for r in results if r.device)
+        return [_trial(cfg, r) for cfg, r in zip(configs, results)]
+
+    if timed and at is None and len(space) > max_configs:
+        # On a GPU: search, one knob at a time from the original, instead of sampling.
+        axes = search_axes(site, backend, uses_dot)
+        start = {name: report.original.get(name, values[len(values) // 2]) for name, values in axes.items()}
+        report.trials = coordinate_descent(axes, start, evaluate, max_configs)
+        report.notes.append(f"coordinate descent: {len(report.trials)} of {report.space_size} configs evaluated")
+    else:
+        if len(space) > max_configs:
+            space = random.Random(seed).sample(space, max_configs)
+            report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs")
+        report.trials = evaluate(space)
+    report.tried = len(report.trials)
+    if devices:
+        d = devices[0]
         report.device = d.name if d.backend == "interpreter" else f"{d.name} ({d.backend}, {d.arch})"
     report.timed = any(t.speedup is not None for t in report.trials)
     verified = sum(t.correct for t in report.trials)
