@@ -336,19 +336,18 @@ def check_schema(data: Any) -> None:
         raise SchemaError(f"schema '{schema}' is not supported by this runner (it speaks '{SCHEMA}')")
 
 
-def request_from_json(text: str | bytes) -> EvalRequest:
+def _from_json(cls: type, text: str | bytes) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SchemaError(f"not JSON: {e}") from None
     check_schema(data)
-    return from_dict(EvalRequest, data)
+    return from_dict(cls, data)
+
+
+def request_from_json(text: str | bytes) -> EvalRequest:
+    return _from_json(EvalRequest, text)
 
 
 def result_from_json(text: str | bytes) -> EvalResult:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SchemaError(f"not JSON: {e}") from None
-    check_schema(data)
-    return from_dict(EvalResult, data)
+    return _from_json(EvalResult, text)
