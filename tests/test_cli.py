@@ -74,3 +74,12 @@ def test_asking_for_a_gpu_that_is_not_there_is_bad_usage(project):
     p = geak("eval", "ref.py::add_relu", "--device", "cuda", cwd=project.root)
     assert p.returncode == 2
     assert "torch sees no GPU" in p.stderr
+
+
+def test_geak_runner_info_reports_the_device():
+    p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--device", "interpreter", "--json"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["backend"] == "interpreter" and doc["torch"] and doc["triton"]
