@@ -73,14 +73,19 @@ class LaunchSignature:
         return (self.signature, self.constexprs, self.divisible, self.options)
 
 
+_PARAMS: dict[Any, list] = {}  # kernel function -> its parameters (launches repeat)
+
+
 def describe_launch(raw_fn, args: tuple, kwargs: dict) -> Optional[LaunchSignature]:
     """Types of a launch's arguments, from the Python function behind a JIT kernel."""
     import torch
 
-    try:
-        params = list(inspect.signature(raw_fn).parameters.values())
-    except (TypeError, ValueError):
-        return None
+    params = _PARAMS.get(raw_fn)
+    if params is None:
+        try:
+            params = _PARAMS[raw_fn] = list(inspect.signature(raw_fn).parameters.values())
+        except (TypeError, ValueError):
+            return None
     options = tuple((k, kwargs[k]) for k in _OPTION_NAMES if k in kwargs)
     values = dict(zip([p.name for p in params], args))
     values.update({k: v for k, v in kwargs.items() if k not in _OPTION_NAMES})
