@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
     o.add_argument("--out", metavar="FILE", help="write the target file with the best config to FILE")
     o.add_argument("--json", action="store_true", help="print the optimize report as JSON on stdout")
+    from agent.llm.options import add_llm_options
+    add_llm_options(o)
     return p
 
 
@@ -269,8 +271,8 @@ def render_tune(report) -> str:
 
 def cmd_optimize(args) -> int:
     if args.strategy == "llm":
-        _err("geak: the llm strategy is not available in this version; use --strategy tune")
-        return EXIT_BAD_INPUT
+        from agent.llm.command import run_llm_optimize
+        return run_llm_optimize(args)
     from agent.tune.tuner import tune
     from runner.aot import ARCHS, DEFAULT_ARCH
     from runner.schema import to_dict

@@ -1,0 +1,9 @@
+"""The GEAK loop with LLM providers: generate -> evaluate -> reflect -> optimize.
+
+One small module per piece: ``providers`` (OpenAI / Anthropic SDKs), ``usage`` (tokens and
+budget), ``extract`` (code out of model answers), ``retrieval`` (one-shot example by code
+similarity), ``knowledge`` (per-architecture packs), ``prompts`` (templates in agent/prompts/),
+``generator`` / ``reflector`` / ``optimizer`` (what goes into each prompt), ``rundir`` (what
+each run writes, and resume), ``loop`` (the loop itself) and ``command`` (``geak optimize
+--strategy llm``).
+"""
