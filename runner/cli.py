@@ -1,6 +1,8 @@
 """``geak-runner``: the runner on its own.
 
   geak-runner info [--device auto|cuda|interpreter] [--json]   what a worker sees on this host
+  geak-runner serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--state DIR] [--spool DIR]
+                                                               the runner daemon (see README)
 """
 
 from __future__ import annotations
@@ -18,7 +20,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     i = sub.add_parser("info", help="start a worker and report the device it finds")
     i.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
     i.add_argument("--json", action="store_true")
+    s = sub.add_parser("serve", help="run the runner daemon: evaluations over HTTP (and a spool directory)",
+                       description="Serve evaluations to editors and `geak --runner URL`. Whoever holds "
+                                   "the token can run code on this host with this process's rights.")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any "
+                   "other address needs a token)")
+    s.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 picks a free one)")
+    s.add_argument("--token-file", metavar="F", help="file holding the bearer token (default: "
+                   "$GEAK_RUNNER_TOKEN)")
+    s.add_argument("--state", metavar="DIR", help="where the job queue and results persist (SQLite; "
+                   "default $XDG_STATE_HOME/geak-runner)")
+    s.add_argument("--spool", metavar="DIR", help="also take request files from DIR and write result "
+                   "files beside them (shared file systems)")
+    s.add_argument("--spool-poll", type=float, default=1.0, metavar="S",
+                   help="poll the spool every S seconds (default 1; 0 = native file events, one host only)")
+    s.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
+    s.add_argument("--gpus", metavar="LIST", help="GPU indices to serve, one worker pool each (default: all)")
+    s.add_argument("--workers", type=int, default=2, help="worker processes per GPU (default 2)")
+    s.add_argument("--max-queue", type=int, default=256, help="queued jobs before submissions get "
+                   "429 busy (default 256)")
+    s.add_argument("--max-body-mb", type=int, default=32, help="largest request body in MiB (default 32)")
+    s.add_argument("--drain-timeout", type=float, default=900.0, metavar="S",
+                   help="on SIGTERM, wait this long for running jobs (default 900)")
+    s.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
+    s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    s.add_argument("-v", "--verbose", action="store_true", help="log each job")
     args = p.parse_args(argv)
+    if args.command == "serve":
+        try:
+            from .daemon.main import serve
+        except ImportError as e:
+            print(f"geak-runner: serve needs aiohttp ({e}); pip install aiohttp", file=sys.stderr)
+            return 2
+        return serve(args)
     if args.command == "info":
         from .pool import PoolError, WorkerPool
         pool = WorkerPool(size=1, device=args.device)

@@ -1,0 +1,234 @@
+"""The durable job queue: every accepted request and every result lives in SQLite.
+
+A job is ``queued`` -> ``running`` -> ``done`` (or ``cancelled`` while queued). The row is
+committed before the submitter hears "accepted", and a result is committed before anyone is
+told it is ready, so a crash or ``kill -9`` loses nothing: at the next start, jobs that were
+``running`` go back to the queue (``recover``) and finished results are served as before.
+
+Submission is idempotent by the client's id: the same id with the same request returns the
+existing job; the same id with a different request is a conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+STATES = ("queued", "running", "done", "cancelled")
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         TEXT NOT NULL UNIQUE,
+    digest     TEXT NOT NULL,
+    request    TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    origin     TEXT NOT NULL DEFAULT 'http',
+    lane       INTEGER,
+    attempts   INTEGER NOT NULL DEFAULT 0,
+    result     TEXT,
+    delivered  INTEGER NOT NULL DEFAULT 0,
+    submitted  REAL NOT NULL,
+    started    REAL,
+    finished   REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
+"""
+
+
+def digest(request_json: str) -> str:
+    return hashlib.sha256(request_json.encode()).hexdigest()
+
+
+class Conflict(ValueError):
+    """The id is taken by a different request."""
+
+
+@dataclass
+class Job:
+    id: str
+    state: str
+    origin: str
+    attempts: int
+    lane: Optional[int]
+    submitted: float
+    started: Optional[float]
+    finished: Optional[float]
+    request: Optional[str] = None
+    result: Optional[str] = None
+
+    def summary(self) -> dict:
+        return {"id": self.id, "state": self.state, "attempts": self.attempts, "lane": self.lane,
+                "submitted": self.submitted, "started": self.started, "finished": self.finished}
+
+
+_COLS = "id, state, origin, attempts, lane, submitted, started, finished"
+
+
+class Store:
+    """Thread-safe: one connection behind a lock (each statement is short)."""
+
+    def __init__(self, directory: Path):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "jobs.sqlite3"
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
+                                   timeout=30)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # a commit is on disk before we answer
+            self._db.executescript(_SCHEMA_SQL)
+
+    def close(self):
+        with self._lock:
+            self._db.close()
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(self, items: list[tuple[str, str]], origin: str = "http",
+               max_queued: Optional[int] = None) -> list[tuple[Job, bool]]:
+        """Insert ``(id, request_json)`` pairs in one transaction. Returns ``(job, created)``
+        per item. Raises ``Conflict`` (nothing inserted) when an id is taken by another request,
+        and ``Busy`` when the new jobs would take the queue past ``max_queued``."""
+        now = time.time()
+        out: list[tuple[Job, bool]] = []
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                new = 0
+                seen: dict[str, str] = {}
+                plan = []
+                for jid, text in items:
+                    d = digest(text)
+                    if jid in seen:
+                        if seen[jid] != d:
+                            raise Conflict(f"id '{jid}' appears twice in the batch with different requests")
+                        plan.append((jid, text, d, "dup"))
+                        continue
+                    seen[jid] = d
+                    row = cur.execute("SELECT digest FROM jobs WHERE id=?", (jid,)).fetchone()
+                    if row is not None:
+                        if row[0] != d:
+                            raise Conflict(f"id '{jid}' is already used by a different request")
+                        plan.append((jid, text, d, "old"))
+                    else:
+                        plan.append((jid, text, d, "new"))
+                        new += 1
+                if max_queued is not None and new:
+                    queued = cur.execute("SELECT COUNT(*) FROM jobs WHERE state='queued'").fetchone()[0]
+                    if queued + new > max_queued:
+                        raise Busy(queued)
+                for jid, text, d, kind in plan:
+                    if kind == "new":
+                        cur.execute("INSERT INTO jobs (id, digest, request, state, origin, submitted) "
+                                    "VALUES (?, ?, ?, 'queued', ?, ?)", (jid, d, text, origin, now))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            for jid, _, _, kind in plan:
+                out.append((self._get(jid), kind == "new"))
+        return out
+
+    # ------------------------------------------------------------------ scheduling
+
+    def claim(self, lane: int) -> Optional[tuple[str, str, int]]:
+        """Take the oldest queued job for ``lane``: ``(id, request_json, attempts)`` or None.
+        ``attempts`` counts this start."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                row = cur.execute("SELECT id, request, attempts FROM jobs WHERE state='queued' ORDER BY seq "
+                                  "LIMIT 1").fetchone()
+                if row is not None:
+                    cur.execute("UPDATE jobs SET state='running', lane=?, started=?, attempts=attempts+1 "
+                                "WHERE id=?", (lane, time.time(), row[0]))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return (row[0], row[1], row[2] + 1) if row else None
+
+    def finish(self, jid: str, result_json: str) -> bool:
+        """Store a result once; False if the job was not running (finished or cancelled)."""
+        with self._lock:
+            cur = self._db.execute("UPDATE jobs SET state='done', result=?, finished=? "
+                                   "WHERE id=? AND state='running'", (result_json, time.time(), jid))
+            return cur.rowcount == 1
+
+    def finish_queued(self, jid: str, result_json: str) -> bool:
+        """Give a queued job its result without running it (e.g. given up after restarts)."""
+        with self._lock:
+            cur = self._db.execute("UPDATE jobs SET state='done', result=?, finished=? "
+                                   "WHERE id=? AND state='queued'", (result_json, time.time(), jid))
+            return cur.rowcount == 1
+
+    def cancel(self, jid: str) -> Optional[str]:
+        """Cancel a queued job. Returns the job's state after the call, None if unknown."""
+        with self._lock:
+            self._db.execute("UPDATE jobs SET state='cancelled', finished=? WHERE id=? AND state='queued'",
+                             (time.time(), jid))
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (jid,)).fetchone()
+        return row[0] if row else None
+
+    def recover(self) -> list[tuple[str, int]]:
+        """At start: jobs left ``running`` by a crash go back to the queue. Returns their
+        ``(id, attempts)``."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, attempts FROM jobs WHERE state='running'").fetchall()
+            self._db.execute("UPDATE jobs SET state='queued', lane=NULL, started=NULL WHERE state='running'")
+        return [(r[0], r[1]) for r in rows]
+
+    def mark_delivered(self, jid: str):
+        with self._lock:
+            self._db.execute("UPDATE jobs SET delivered=1 WHERE id=?", (jid,))
+
+    def undelivered(self, origin: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM jobs WHERE origin=? AND state IN ('done','cancelled') "
+                                    "AND delivered=0", (origin,)).fetchall()
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------------ reading
+
+    def _get(self, jid: str, full: bool = False) -> Optional[Job]:
+        cols = _COLS + (", request, result" if full else "")
+        row = self._db.execute(f"SELECT {cols} FROM jobs WHERE id=?", (jid,)).fetchone()
+        return Job(*row) if row else None
+
+    def get(self, jid: str, full: bool = False) -> Optional[Job]:
+        with self._lock:
+            return self._get(jid, full)
+
+    def result(self, jid: str) -> Optional[tuple[str, Optional[str]]]:
+        """``(state, result_json)`` or None if the id is unknown."""
+        with self._lock:
+            row = self._db.execute("SELECT state, result FROM jobs WHERE id=?", (jid,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        out = {s: 0 for s in STATES}
+        out.update({r[0]: r[1] for r in rows})
+        return out
+
+
+class Busy(RuntimeError):
+    def __init__(self, queued: int):
+        super().__init__(f"the queue is full ({queued} jobs waiting)")
+        self.queued = queued
+
+
+def result_dict(text: Optional[str]) -> Optional[dict]:
+    return json.loads(text) if text else None

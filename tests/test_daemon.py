@@ -1,0 +1,316 @@
+"""`geak-runner serve` as a real subprocess on loopback, driven over HTTP and by RemoteRunner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+import httpx
+import pytest
+
+from conftest import ROOT, kernel_variant
+from runner.remote import RemoteRunner
+from runner.schema import to_dict
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """One `geak-runner serve` process; ``start`` again after ``kill9``/``stop`` restarts it on the
+    same port and state."""
+
+    def __init__(self, state: Path, token: Optional[str] = TOKEN, *args: str, port: Optional[int] = None):
+        self.state, self.token, self.args = state, token, list(args)
+        self.port = port or free_port()
+        self.proc: Optional[subprocess.Popen] = None
+        self.log: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> "Daemon":
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env.pop("GEAK_RUNNER_TOKEN", None)
+        if self.token:
+            tf = self.state.parent / f"{self.state.name}.token"
+            tf.write_text(self.token + "\n")
+            tf.chmod(0o600)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.cli", "serve", "--port", str(self.port), "--state", str(self.state),
+             "--device", "interpreter", *(["--token-file", str(tf)] if self.token else []), *self.args],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=str(ROOT))
+        ready = threading.Event()
+
+        def read(proc=self.proc):
+            for line in proc.stderr:
+                self.log.append(line.rstrip())
+                if "listening on" in line:
+                    ready.set()
+        threading.Thread(target=read, daemon=True).start()
+        if wait:
+            t0 = time.monotonic()
+            while not ready.wait(0.1):
+                assert self.proc.poll() is None, "daemon exited:\n" + "\n".join(self.log)
+                assert time.monotonic() - t0 < 30, "daemon did not start:\n" + "\n".join(self.log)
+        return self
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        return self.proc.returncode if self.proc else 0
+
+    def http(self, token: Optional[str] = "default") -> httpx.Client:
+        token = self.token if token == "default" else token
+        return httpx.Client(base_url=self.url, timeout=30,
+                            headers={"Authorization": f"Bearer {token}"} if token else {})
+
+    def client(self, **kw) -> RemoteRunner:
+        return RemoteRunner(self.url, self.token, **kw)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("daemon") / "state", TOKEN, "--max-body-mb", "1").start()
+    yield d
+    d.stop()
+
+
+def quick(project, target="ref.py::add_relu", candidate=None, **kw):
+    return project.request(target, candidate, **{"trials": 1, "cases": [0], **kw})
+
+
+def body(req, jid=None) -> dict:
+    d = to_dict(req)
+    if jid:
+        d["id"] = jid
+    return d
+
+
+def wait_state(http: httpx.Client, jid: str, state: str, timeout: float = 60.0):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        doc = http.get(f"/v1/jobs/{jid}").json()
+        if doc.get("state") == state:
+            return doc
+        time.sleep(0.1)
+    raise AssertionError(f"job {jid} never reached {state}: {doc}")
+
+
+# ----------------------------------------------------------------------------- auth and input
+
+
+def test_token_required_and_checked(daemon, project):
+    with daemon.http(token=None) as h:
+        assert h.get("/v1/health").json()["auth"] is True  # health says a token is needed, and no more
+        r = h.post("/v1/jobs", json=body(quick(project)))
+        assert r.status_code == 401 and "needs a token" in r.json()["error"]["message"]
+        assert r.headers["WWW-Authenticate"].startswith("Bearer")
+        assert h.get("/v1/device").status_code == 401
+    with daemon.http(token="not-the-token-at-all") as h:
+        r = h.get("/v1/queue")
+        assert r.status_code == 401 and "not accepted" in r.json()["error"]["message"]
+    with daemon.http(token=None) as h:
+        r = h.get("/v1/queue", headers={"Authorization": f"Basic {TOKEN}"})  # right secret, wrong scheme
+        assert r.status_code == 401
+    res = RemoteRunner(daemon.url, "not-the-token-at-all").evaluate(quick(project))
+    assert res.status == "crashed" and res.error.kind == "runner_unavailable"
+    assert "refused" in res.message and "GEAK_RUNNER_TOKEN" in res.error.hint
+    res = RemoteRunner(daemon.url, "").evaluate(quick(project))
+    assert res.error.kind == "runner_unavailable" and "needs a token" in res.message
+
+
+def test_no_token_on_a_public_address_refuses_to_start(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GEAK_RUNNER_TOKEN"}
+    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--host", "0.0.0.0", "--port", "0",
+                        "--state", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert p.returncode == 2 and "refusing to listen on 0.0.0.0 without a token" in p.stderr
+    assert "Traceback" not in p.stderr
+    (tmp_path / "short").write_text("abc\n")
+    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--token-file", str(tmp_path / "short"),
+                        "--state", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert p.returncode == 2 and "too short" in p.stderr
+
+
+def test_malformed_and_oversized_bodies(daemon, project):
+    with daemon.http() as h:
+        r = h.post("/v1/jobs", content=b"{not json", headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+        r = h.post("/v1/jobs", content=b"", headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "empty" in r.json()["error"]["message"]
+        good = body(quick(project))
+        r = h.post("/v1/jobs", json={**good, "schema": "geak.eval/2"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "schema_mismatch"
+        assert "geak.eval/1" in r.json()["error"]["message"]
+        r = h.post("/v1/jobs", json={k: v for k, v in good.items() if k != "target"})
+        assert r.status_code == 422 and "missing required field 'target'" in r.json()["error"]["message"]
+        r = h.post("/v1/jobs", json={**good, "options": {**good["options"], "trials": "three"}})
+        assert r.status_code == 422 and "options.trials" in r.json()["error"]["message"]
+        r = h.post("/v1/jobs", json={"requests": [good, {**good, "id": "../../etc"}]})
+        assert r.status_code == 400 and "requests[1].id" in r.json()["error"]["message"]
+        r = h.post("/v1/jobs", json={"requests": []})
+        assert r.status_code == 400
+        big = {**good, "files": {**good["files"], "pad.py": "#" * (2 << 20)}}  # daemon: --max-body-mb 1
+        r = h.post("/v1/jobs", json=big)
+        assert r.status_code == 413 and "1 MiB" in r.json()["error"]["message"]
+        r = h.get("/v1/jobs/nope/result")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        r = h.get("/v1/nowhere")
+        assert r.status_code == 404 and "error" in r.json()
+        r = h.post("/v1/results", json={"ids": "x"})
+        assert r.status_code == 400
+        assert h.get("/v1/queue").json()["jobs"]["queued"] == 0  # nothing bad was queued
+
+
+def test_idempotent_submission_by_client_id(daemon, project):
+    req = body(quick(project), "same-id-1")
+    with daemon.http() as h:
+        first = h.post("/v1/jobs", json=req)
+        again = h.post("/v1/jobs", json=req)
+        assert first.status_code == 202 and first.json()["jobs"][0]["created"] is True
+        assert again.status_code == 200 and again.json()["jobs"][0]["created"] is False
+        other = body(quick(project, cases=[1]), "same-id-1")
+        r = h.post("/v1/jobs", json=other)
+        assert r.status_code == 409 and "different request" in r.json()["error"]["message"]
+        res = h.get("/v1/jobs/same-id-1/result", params={"wait": 60})
+        assert res.status_code == 200 and res.json()["status"] == "ok" and res.json()["id"] == "same-id-1"
+        assert h.get("/v1/jobs/same-id-1").json()["attempts"] == 1  # ran once
+        assert h.post("/v1/jobs", json=req).json()["jobs"][0]["state"] == "done"  # still no second run
+
+
+# ----------------------------------------------------------------------------- concurrency, crashes
+
+
+SEGV = "    import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)"
+
+
+def test_concurrent_clients_and_a_worker_crash_mid_batch(daemon, project):
+    project.write("good.py", kernel_variant(block=64))
+    project.write("segv.py", kernel_variant(pre=SEGV))
+    out: dict[int, list] = {}
+
+    def client(k: int):
+        with daemon.client() as r:
+            batch = [quick(project, candidate="good.py::add_relu")]
+            if k == 0:
+                batch += [quick(project, candidate="segv.py::add_relu"), quick(project, candidate="good.py::add_relu")]
+            out[k] = r.evaluate_many(batch)
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(240)
+    assert sorted(out) == [0, 1, 2]
+    assert [r.status for r in out[0]] == ["ok", "crashed", "ok"]
+    crash = out[0][1]
+    assert crash.error.kind == "segfault" and "SIGSEGV" in crash.message and crash.error.side == "candidate"
+    assert all(r[0].status == "ok" and r[0].correct for r in out.values())
+    with daemon.client() as r:
+        assert r.device_info().backend == "interpreter"
+
+
+# ----------------------------------------------------------------------------- persistence
+
+
+def marked(mark: Path, sleep: float = 0.0, block: int = 128) -> str:
+    """A correct candidate that appends its worker's pid to ``mark`` at import and sleeps in the call."""
+    return kernel_variant(block=block, extra=f"import os, time\nopen({str(mark)!r}, 'a').write(str(os.getpid()) + '\\n')",
+                          pre=f"    time.sleep({sleep})")
+
+
+def runs(mark: Path) -> int:
+    return len(mark.read_text().split()) if mark.exists() else 0
+
+
+def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, project):
+    d = Daemon(tmp_path / "state", TOKEN, "--workers", "1", "--max-queue", "3").start()
+    try:
+        marks = {k: tmp_path / f"{k}.runs" for k in "ZABC"}
+        for k, m in marks.items():
+            project.write(f"{k}.py", marked(m, sleep=0 if k == "Z" else 2.5))
+        reqs = {k: body(quick(project, candidate=f"{k}.py::add_relu"), f"job-{k}") for k in "ZABC"}
+        with d.http() as h:
+            assert h.post("/v1/jobs", json=reqs["Z"]).status_code == 202
+            assert h.get("/v1/jobs/job-Z/result", params={"wait": 60}).json()["status"] == "ok"
+            # A runs (sleeping), B and C wait behind it; the queue limit (3) turns a batch of 3 away.
+            assert h.post("/v1/jobs", json={"requests": [reqs["A"], reqs["B"], reqs["C"]]}).status_code == 202
+            busy = h.post("/v1/jobs", json={"requests": [body(quick(project), f"extra-{i}") for i in range(3)]})
+            assert busy.status_code == 429 and int(busy.headers["Retry-After"]) >= 1
+            assert busy.json()["error"]["code"] == "busy"
+            assert h.post("/v1/jobs/job-C/cancel").json()["state"] == "cancelled"
+            wait_state(h, "job-A", "running")
+            t0 = time.monotonic()
+            while runs(marks["A"]) == 0:  # A's candidate is imported: it is mid-evaluation
+                assert time.monotonic() - t0 < 60
+                time.sleep(0.05)
+        waiter: dict = {}
+        client = threading.Thread(target=lambda: waiter.update(
+            res=d.client(reconnect_s=60).evaluate_many([quick(project, candidate="B.py::add_relu")])))
+        d.kill9()
+        client.start()  # this client finds the daemon gone and keeps retrying
+        time.sleep(1.0)
+        d.start()
+        started = [ln for ln in d.log if "listening on" in ln][-1]
+        # A went back to the queue: 2 queued (A, B), 1 done (Z)
+        assert "2 queued (1 interrupted by a stop, run again), 1 results stored" in started, started
+        with d.http() as h:
+            for k in "AB":
+                res = h.get(f"/v1/jobs/job-{k}/result", params={"wait": 60})
+                assert res.status_code == 200 and res.json()["status"] == "ok", res.text
+            assert h.get("/v1/jobs/job-A").json()["attempts"] == 2  # interrupted, then run again
+            assert h.get("/v1/jobs/job-B").json()["attempts"] == 1
+            assert h.get("/v1/jobs/job-Z/result").json()["status"] == "ok"  # finished before the kill: kept
+            assert h.get("/v1/jobs/job-C/result").status_code == 410
+            client.join(120)
+            assert waiter["res"][0].status == "ok"
+            q = h.get("/v1/queue").json()["jobs"]
+        assert runs(marks["Z"]) == 1 and runs(marks["B"]) == 2 and runs(marks["C"]) == 0  # B: job + client
+        assert runs(marks["A"]) == 2
+        assert q == {"queued": 0, "running": 0, "done": 4, "cancelled": 1}  # Z A B + the client's; C
+    finally:
+        d.stop()
+
+
+def test_sigterm_drains_running_jobs(tmp_path, project):
+    d = Daemon(tmp_path / "state", None, "--workers", "1").start()  # loopback: no token needed
+    mark = tmp_path / "d.runs"
+    project.write("slow.py", marked(mark, sleep=2))
+    with d.http(None) as h:
+        h.post("/v1/jobs", json=body(quick(project, candidate="slow.py::add_relu"), "drain-1"))
+        wait_state(h, "drain-1", "running")
+        while runs(mark) == 0:
+            time.sleep(0.05)
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        r = h.post("/v1/jobs", json=body(quick(project), "late-1"))
+        assert r.status_code == 503 and r.json()["error"]["code"] == "draining" and "Retry-After" in r.headers
+        res = h.get("/v1/jobs/drain-1/result", params={"wait": 60})  # still served while draining
+        assert res.status_code == 200 and res.json()["status"] == "ok"
+    assert d.proc.wait(60) == 0
+    d.start()
+    with d.http(None) as h:
+        assert h.get("/v1/jobs/drain-1").json()["state"] == "done"
+        assert h.get("/v1/jobs/late-1").status_code == 404
+    assert d.stop() == 0
