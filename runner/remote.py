@@ -63,13 +63,14 @@ class RemoteRunner:
     """Client of ``geak-runner serve``.
 
     ``timeout``: seconds to wait for one ``evaluate``/``evaluate_many`` call's results (queue
-    time included). ``reconnect_s``: how long a lost connection is retried before the runner is
-    called unreachable. ``busy_s``: how long "busy" answers (429/503, honouring Retry-After)
+    time included). ``connect_s``: how long the first connection is retried;
+    ``reconnect_s``: how long a connection lost after that (the daemon restarting) is retried
+    before the runner is called unreachable. ``busy_s``: how long "busy" answers (429/503, honouring Retry-After)
     are waited out. ``verify``: TLS verification (True, False, or a CA bundle path).
     """
 
     def __init__(self, url: str, token: Optional[str] = None, *, timeout: float = 3600.0,
-                 connect_timeout: float = 5.0, reconnect_s: float = 30.0, busy_s: float = 300.0,
+                 connect_timeout: float = 5.0, connect_s: float = 3.0, reconnect_s: float = 60.0, busy_s: float = 300.0,
                  poll_s: float = 20.0, batch: int = 64, verify=True):
         import httpx  # only when a remote runner is used
 
@@ -78,7 +79,9 @@ class RemoteRunner:
             raise ValueError(f"runner URL '{url}' is not http://HOST:PORT or https://HOST:PORT")
         self.url = url.rstrip("/")
         self.token = token if token is not None else (os.environ.get("GEAK_RUNNER_TOKEN") or None)
-        self.timeout, self.reconnect_s, self.busy_s = timeout, reconnect_s, busy_s
+        self.timeout, self.busy_s = timeout, busy_s
+        self.connect_s, self.reconnect_s = connect_s, reconnect_s
+        self._connected = False
         self.poll_s, self.batch = poll_s, max(1, min(batch, 256))
         headers = {"User-Agent": "geak-remote/1", "Accept": "application/json"}
         if self.token:
@@ -107,14 +110,14 @@ class RemoteRunner:
             except httpx.TransportError as e:
                 now = time.monotonic()
                 lost_since = lost_since or now
-                if now - lost_since >= self.reconnect_s:
+                if now - lost_since >= (self.reconnect_s if self._connected else self.connect_s):
                     raise RunnerUnavailable(
                         "unreachable", f"cannot reach the runner at {self.url}: {type(e).__name__}: {e}".rstrip(": "),
                         hint="is `geak-runner serve` running there, and is the port reachable from here?") from None
                 attempt += 1
                 time.sleep(min(2.0, 0.1 * 2 ** attempt) * (0.5 + random.random()))
                 continue
-            lost_since, attempt = None, 0
+            lost_since, attempt, self._connected = None, 0, True
             try:
                 doc = r.json() if r.content else {}
             except ValueError:

@@ -268,13 +268,18 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
         waiter: dict = {}
         client = threading.Thread(target=lambda: waiter.update(
             res=d.client(reconnect_s=60).evaluate_many([quick(project, candidate="B.py::add_relu")])))
+        client.start()  # a client that submitted and waits for its result when the daemon dies
+        with d.http() as h:
+            t0 = time.monotonic()
+            while h.get("/v1/queue").json()["jobs"]["queued"] < 2:
+                assert time.monotonic() - t0 < 30
+                time.sleep(0.05)
         d.kill9()
-        client.start()  # this client finds the daemon gone and keeps retrying
         time.sleep(1.0)
         d.start()
         started = [ln for ln in d.log if "listening on" in ln][-1]
-        # A went back to the queue: 2 queued (A, B), 1 done (Z)
-        assert "2 queued (1 interrupted by a stop, run again), 1 results stored" in started, started
+        # A went back to the queue: 3 queued (A, B, the client's), 1 done (Z)
+        assert "3 queued (1 interrupted by a stop, run again), 1 results stored" in started, started
         with d.http() as h:
             for k in "AB":
                 res = h.get(f"/v1/jobs/job-{k}/result", params={"wait": 60})

@@ -1,0 +1,85 @@
+"""The client side: RemoteRunner and `geak eval --runner URL` against a real daemon, a stopped
+one, and one that comes up late."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, kernel_variant
+from runner.remote import RemoteRunner, RunnerUnavailable, connect
+from test_daemon import TOKEN, Daemon, free_port, quick
+
+
+def geak(*args, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def test_client_against_a_stopped_daemon(project):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens here
+    t0 = time.monotonic()
+    r = RemoteRunner(url, TOKEN)  # never connected: gives up after connect_s (3 s)
+    res = r.evaluate_many([quick(project), quick(project)])
+    assert time.monotonic() - t0 < 15
+    assert [x.status for x in res] == ["crashed", "crashed"]
+    assert all(x.error.kind == "runner_unavailable" and "cannot reach the runner at " + url in x.message
+               for x in res)
+    assert "geak-runner serve" in res[0].error.hint
+    with pytest.raises(RunnerUnavailable, match="cannot reach"):
+        r.device_info()
+    p = geak("eval", "ref.py::add_relu", "--runner", url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": TOKEN})
+    assert p.returncode == 2 and "cannot reach the runner" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bad_runner_specs_are_usage_errors(project):
+    with pytest.raises(ValueError, match="http://HOST:PORT"):
+        connect("gpu-box:8765")
+    p = geak("eval", "ref.py::add_relu", "--runner", "ftp://x", cwd=project.root)
+    assert p.returncode == 2 and "use 'local', http://HOST:PORT" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_eval_through_the_daemon_and_version_check(tmp_path, project):
+    d = Daemon(tmp_path / "state", TOKEN).start()
+    try:
+        project.write("cand.py", kernel_variant(block=64))
+        p = geak("eval", "ref.py::add_relu", "--candidate", "cand.py::add_relu", "--cases", "0", "--trials", "1",
+                 "--json", cwd=project.root, env={"GEAK_RUNNER_URL": d.url, "GEAK_RUNNER_TOKEN": TOKEN})
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["status"] == "ok" and doc["correct"] and doc["device"]["backend"] == "interpreter"
+        project.write("wrong.py", kernel_variant(store_mask="mask & (offs < 100)"))
+        p = geak("eval", "ref.py::add_relu", "--candidate", "wrong.py::add_relu", "--cases", "0", "--trials", "1",
+                 "--runner", d.url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": TOKEN})
+        assert p.returncode == 1 and "MISMATCH" in p.stderr
+        p = geak("eval", "ref.py::add_relu", "--runner", d.url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": "x" * 20})
+        assert p.returncode == 2 and "refused" in p.stderr and "GEAK_RUNNER_TOKEN" in p.stderr
+        # A client of another schema major is told so instead of getting wrong answers.
+        r = RemoteRunner(d.url, TOKEN)
+        req = quick(project)
+        req.schema = "geak.eval/2"
+        res = r.evaluate(req)
+        assert res.error.kind == "runner_unavailable" and "version mismatch" in res.message
+    finally:
+        d.stop()
+
+
+def test_client_retries_until_the_daemon_comes_up(tmp_path, project):
+    port = free_port()
+    out = {}
+    t = threading.Thread(target=lambda: out.update(res=RemoteRunner(
+        f"http://127.0.0.1:{port}", TOKEN, connect_s=60).evaluate(quick(project))))
+    t.start()
+    time.sleep(1.5)  # the client is retrying the connection meanwhile
+    d = Daemon(tmp_path / "state", TOKEN, port=port).start()
+    try:
+        t.join(120)
+        assert out["res"].status == "ok" and out["res"].correct
+    finally:
+        d.stop()
