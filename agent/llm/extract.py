@@ -10,6 +10,7 @@ which the optimizer shows next to the candidate's measurements.
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import re
 from dataclasses import dataclass
@@ -76,6 +77,48 @@ def _defines(code: str, symbol: str) -> Optional[bool]:
     return False
 
 
+def _names(code: str) -> tuple[set[str], set[str]]:
+    """(top-level names the code defines or imports, names it reads)."""
+    tree = ast.parse(code)
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                defined.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return defined, used
+
+
+def _with_helpers(chosen: _Block, blocks: list[_Block]) -> Optional[str]:
+    """The chosen block joined with the other blocks that define names it uses but lacks (a
+    kernel in one block, its wrapper in another); None when it stands alone."""
+    defined, used = _names(chosen.code)
+    missing = used - defined - set(dir(builtins))
+    parts = []
+    for b in blocks:
+        if b is chosen:
+            parts.append(b)
+            continue
+        try:
+            bdef, _ = _names(b.code)
+        except SyntaxError:
+            continue
+        if bdef & missing:
+            parts.append(b)
+    if len(parts) == 1:
+        return None
+    joined = "\n\n".join(b.code.strip("\n") for b in parts) + "\n"
+    try:
+        ast.parse(joined)
+    except SyntaxError:
+        return None
+    return joined
+
+
 def _mentions(code: str, symbol: str) -> bool:
     return re.search(r"^\s*(def|class)\s+" + re.escape(symbol) + r"\b", code, re.M) is not None
 
@@ -133,6 +176,9 @@ def extract(text: str, symbol: str) -> Extracted:
     defining = [b for b in blocks if _defines(b.code, symbol)]
     if defining:
         b = defining[-1]  # a later block is the model's corrected version
+        joined = _with_helpers(b, blocks)
+        if joined is not None:
+            return Extracted(joined, notes, "joined")
         return Extracted(b.code.strip("\n") + "\n", notes, "fenced" if b.closed else "unterminated")
     joined = "\n\n".join(b.code.strip("\n") for b in blocks) + "\n"
     if len(blocks) > 1 and _defines(joined, symbol):

@@ -193,7 +193,9 @@ class AnthropicProvider:
         kwargs = dict(model=c.model, max_tokens=c.max_tokens, system=system,
                       messages=[{"role": "user", "content": user}])
         if c.temperature is not None:
-            kwargs["temperature"] = c.temperature
+            # The Messages API's SDK has no temperature parameter any more; send it as given,
+            # and a server that refuses it answers with a clear 400.
+            kwargs["extra_body"] = {"temperature": c.temperature}
         try:
             if not c.stream:
                 msg = self.client.messages.create(**kwargs)
