@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--max-configs", type=int, default=48, help="configs to evaluate at most (default 48)")
     o.add_argument("--trials", type=int, default=2, help="fresh seeded inputs per case and config")
     o.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    o.add_argument("--emit", choices=["constants", "autotune"], default="constants",
+                   help="how the tuned file says it: the best config written into the launch "
+                        "(default), or an @triton.autotune holding the best config per input shape")
+    o.add_argument("--key", metavar="ARG,ARG",
+                   help="with --emit autotune: the kernel arguments the choice is keyed on "
+                        "(default: its integer size arguments, strides left out)")
     o.add_argument("--out", metavar="FILE", help="write the target file with the best config to FILE")
     o.add_argument("--json", action="store_true", help="print the optimize report as JSON on stdout")
     from agent.llm.options import add_llm_options
@@ -270,6 +276,17 @@ def render_tune(report) -> str:
         for r in rows:
             lines.append("  " + "  ".join(v[:widths[i]].ljust(widths[i]) for i, v in enumerate(r)).rstrip())
         lines.append("")
+    if report.per_shape:
+        lines.append("best per input shape (speedup over the original, measured interleaved):")
+        for c in report.per_shape:
+            cfg = ", ".join(f"{n}={v}" for n, v in sorted(c.config.items())) if c.config else "the original"
+            lines.append(f"  {c.case:<44} {cfg}  {c.speedup:.3f}x")
+    if report.autotune_configs and report.source:
+        lines.append(f"autotune   {len(report.autotune_configs)} config(s), key={report.autotune_key}")
+    if report.confirmation is not None and report.confirmation.timing:
+        t = report.confirmation.timing
+        lines.append(f"confirmed  Σ ref {t.ref_ms:.4f} ms, Σ tuned {t.cand_ms:.4f} ms, {t.speedup:.3f}x "
+                     f"(geomean {t.speedup_geomean:.3f}x), spread ±{t.spread_pct:.1f}%, {t.method}")
     for n in report.notes:
         lines.append(f"note       {n}")
     lines.append(f"verdict    {'IMPROVED' if report.improved else 'NO VERIFIED IMPROVEMENT'}: {report.message}")
@@ -313,7 +330,13 @@ def cmd_optimize(args) -> int:
         arch = args.arch or (base.device.arch if base.device and base.device.arch in ARCHS else DEFAULT_ARCH)
         _err(f"tuning {req.target} for {arch} on {base.device.name if base.device else 'the runner'} ...")
         gpu = bool(base.device and base.device.backend != "interpreter" and base.timing)
-        report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials, timed=gpu)
+        key = [k.strip() for k in args.key.split(",") if k.strip()] if args.key else None
+        try:
+            report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials,
+                          timed=gpu, emit=args.emit, key=key)
+        except ValueError as e:
+            _err(f"geak: {e}")
+            return EXIT_BAD_INPUT
     finally:
         runner.close()
     _err(render_tune(report))

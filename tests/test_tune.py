@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import ADD_RELU, ROOT, Project
 from agent.tune.knobs import find_launch_sites, render_config
 from agent.tune.tuner import Trial, choose, search_space, tune
@@ -243,3 +245,154 @@ def test_coordinate_descent_never_follows_a_wrong_config():
 
     trials = coordinate_descent(axes, {"BLOCK": 128}, evaluate, budget=10)
     assert choose(trials) is None
+
+
+# --------------------------------------------------------------------------- per-shape and autotune edits
+
+def test_autotune_edit_imports_and_passes_the_originals_checks(tmp_path, runner):
+    from agent.tune.knobs import render_autotune_launch
+    (site,) = find_launch_sites(ADD_RELU, "add_relu")
+    configs = [{"BLOCK": 512, "num_warps": 8}, {"BLOCK": 64, "num_warps": 2}]
+    p = Project(tmp_path).write("k.py", ADD_RELU)
+    for order in (configs, configs[::-1]):  # under the interpreter the first config runs
+        new = render_autotune_launch(ADD_RELU, site, order, ["n"])
+        assert "@triton.autotune(" in new and "key=['n']" in new
+        assert "add_relu_kernel[lambda META: (triton.cdiv(n, META['BLOCK']),)](x, y, out, n)" in new
+        p.write("tuned.py", new)
+        r = p.evaluate(runner, "k.py::add_relu", "tuned.py::add_relu", trials=1)
+        assert r.status == "ok" and r.correct, r.message
+    # A grid that does not follow the block (a fixed 256-wide tiling) is caught when it runs.
+    broken = ADD_RELU.replace("(triton.cdiv(n, 256),)", "(triton.cdiv(n, 128 + 128),)")
+    (site,) = find_launch_sites(broken, "add_relu")
+    p.write("bad.py", render_autotune_launch(broken, site, [{"BLOCK": 64}], ["n"]))
+    r = p.evaluate(runner, "k.py::add_relu", "bad.py::add_relu", trials=1)
+    assert r.status == "mismatch" and not r.correct
+
+
+def test_matmul_autotune_edit_keeps_its_lambda_grid_and_compiles():
+    from agent.tune.knobs import render_autotune_launch
+    src = (ROOT / "examples" / "matmul.py").read_text()
+    (site,) = find_launch_sites(src, "matmul")
+    new = render_autotune_launch(src, site, [{"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8,
+                                              "num_stages": 3}], ["M", "N", "K"])
+    assert 'grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))' in new
+    assert "BLOCK_M=" not in new.split("def matmul(")[1]  # autotune decides, not the launch
+    compile(new, "matmul.py", "exec")
+
+
+def _trial(cfg, speedup, cases, correct=True):
+    return Trial(config=cfg, status="ok" if correct else "mismatch", correct=correct, speedup=speedup,
+                 spread_pct=0.5, case_speedups=cases)
+
+
+def test_per_shape_winners_become_the_autotune_configs():
+    from agent.tune.tuner import autotune_configs, per_shape
+    small, big = {"BLOCK": 64, "num_warps": 1}, {"BLOCK": 1024, "num_warps": 8}
+    trials = [_trial(small, 1.02, {"n=300": 1.30, "n=1M": 0.80}),
+              _trial(big, 1.40, {"n=300": 0.70, "n=1M": 1.50}),
+              _trial({"BLOCK": 4096, "num_warps": 16}, 3.0, {"n=300": 3.0, "n=1M": 3.0}, correct=False)]
+    choices = per_shape(trials)
+    assert [(c.case, c.config) for c in choices] == [("n=300", small), ("n=1M", big)]
+    original = {"BLOCK": 256, "num_warps": 4}
+    assert autotune_configs(choices, original, trials) == [big, small]  # ties: faster overall first
+    # Where nothing beats the original on a shape, the original's config stays in the list.
+    trials = [_trial(big, 1.2, {"n=300": 1.004, "n=1M": 1.5})]
+    choices = per_shape(trials)
+    assert choices[0].config is None and choices[0].speedup == 1.0
+    assert autotune_configs(choices, original, trials) == [big, original] or \
+        autotune_configs(choices, original, trials) == [original, big]
+
+
+class CostModelRunner:
+    """The real runner for correctness (every candidate really runs), with the timing a GPU
+    would give replaced by a cost model of the config: the CPU cannot time kernels. Only the
+    tuner's decisions are under test here; GPU timing itself is tested on the GPU."""
+
+    def __init__(self, runner, case_cost, noise_on_confirm=1.0):
+        self.runner, self.case_cost, self.noise = runner, case_cost, noise_on_confirm
+        self.requests = []
+
+    def evaluate(self, req):
+        return self.evaluate_many([req])[0]
+
+    def evaluate_many(self, reqs):
+        from runner.schema import CaseTiming, Timing
+        from agent.tune.knobs import find_launch_sites as sites
+        out = []
+        for req, r in zip(reqs, self.runner.evaluate_many(reqs)):
+            self.requests.append(req)
+            text = req.candidate_files[req.target.path]
+            confirm = req.options.trials >= 3
+            if r.correct:
+                ref_total = cand_total = 0.0
+                for c in r.cases:
+                    ref = self.case_cost(c.label, None)
+                    cand = self.case_cost(c.label, text) * (self.noise if confirm else 1.0)
+                    c.timing = CaseTiming(ref_ms=ref, cand_ms=cand, speedup=ref / cand, ref_spread_pct=0.5,
+                                          cand_spread_pct=0.5, reps=10, method="events")
+                    ref_total, cand_total = ref_total + ref, cand_total + cand
+                r.timing = Timing(ref_ms=ref_total, cand_ms=cand_total, speedup=ref_total / cand_total,
+                                  speedup_geomean=ref_total / cand_total, spread_pct=0.5, method="events",
+                                  cases_timed=len(r.cases))
+            out.append(r)
+        return out
+
+
+def _block_of(text):
+    import re
+    if text is None:
+        return 256, None
+    m = re.search(r"BLOCK=(\d+)", text.split("def add_relu(")[1])
+    return (int(m.group(1)) if m else None), text
+
+
+def test_tune_picks_per_shape_writes_autotune_and_confirms(tmp_path, runner):
+    p = Project(tmp_path).write("k.py", ADD_RELU)
+    req = p.request("k.py::add_relu")
+
+    def cost(case, text):  # n=300 likes BLOCK 64, n=2048 likes BLOCK 1024; autotune gets each its best
+        block, _ = _block_of(text)
+        weight = 1.0 if "300" in case else 3.0
+        if block is None:  # the autotune edit: Triton picks the best listed config per shape
+            return weight
+        best = 64 if "300" in case else 1024
+        return weight * (1.0 + abs(block.bit_length() - best.bit_length()) * 0.1)
+
+    cm = CostModelRunner(runner, cost)
+    # 24 configs; a budget of 6 makes it search (block first, then warps) instead of trying all.
+    report = tune(cm, req, "sm_90", max_configs=6, trials_per_case=1, timed=True, emit="autotune")
+    assert report.tried <= 6
+    assert [(c.case.split(":")[0], c.config["BLOCK"]) for c in report.per_shape] == [("case 0", 64), ("case 1", 1024)] \
+        or sorted(c.config["BLOCK"] for c in report.per_shape) == [64, 1024]
+    assert {c["BLOCK"] for c in report.autotune_configs} == {64, 1024}
+    assert report.autotune_key == ["n"] and report.improved
+    assert report.best_speedup == pytest.approx(4.8 / 4.0)  # the confirmation's number, not the search's
+    assert "@triton.autotune(" in report.source
+    last = cm.requests[-1]
+    assert last.candidate_files["k.py"] == report.source and last.options.trials >= 3
+
+    # Constants: one config for all shapes; the confirmation decides what is offered.
+    report = tune(CostModelRunner(runner, cost), req, "sm_90", max_configs=6, trials_per_case=1, timed=True)
+    assert report.improved and report.best == {"BLOCK": 1024, "num_warps": 4}
+    assert "BLOCK=1024" in report.source and report.best_speedup == pytest.approx(4.8 / 4.4)
+    # A gain that does not survive a fresh measurement is not offered.
+    report = tune(CostModelRunner(runner, cost, noise_on_confirm=1.5), req, "sm_90", max_configs=6,
+                  trials_per_case=1, timed=True)
+    assert not report.improved and report.source is None and "on confirmation" in report.message
+
+
+def test_autotune_edit_is_refused_when_the_kernel_has_other_launches(tmp_path, runner):
+    two = ADD_RELU + '''
+
+def add_relu_small(x, y):
+    out = torch.empty_like(x)
+    add_relu_kernel[(1,)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+'''
+    p = Project(tmp_path).write("k.py", two)
+    cm = CostModelRunner(runner, lambda case, text: 1.0 if text is None or "BLOCK=256" in text else 0.8)
+    report = tune(cm, p.request("k.py::add_relu"), "sm_90", max_configs=3, trials_per_case=1, timed=True,
+                  emit="autotune")
+    assert not report.improved and "more than one place" in report.message
+    with pytest.raises(ValueError, match="not a .*argument of add_relu_kernel"):
+        tune(cm, p.request("k.py::add_relu"), "sm_90", emit="autotune", key=["numel"])

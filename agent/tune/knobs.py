@@ -29,6 +29,10 @@ class Knob:
     kind: str  # constexpr | num_warps | num_stages
     spans: list[Span] = field(default_factory=list)
     """Where the value is written (and the grid literals tied to it)."""
+    var: Optional[str] = None
+    """The wrapper's name for the value, when it is bound once (``BLOCK = 128``)."""
+    kw_span: Optional[Span] = None
+    """The keyword at the launch with the comma before it (removed when autotune decides)."""
 
 
 @dataclass
@@ -41,6 +45,15 @@ class LaunchSite:
     has_loop: bool = False
     """The kernel loops (num_stages pipelines loops only)."""
     notes: list[str] = field(default_factory=list)
+    grid_span: Optional[Span] = None
+    """The grid expression (at the launch, or where the wrapper binds the grid's name)."""
+    grid_is_lambda: bool = False
+    grid_names: set = field(default_factory=set)
+    """Wrapper names the grid expression reads."""
+    kernel_line: int = 0
+    """First line of the kernel's definition, decorators included."""
+    params: list = field(default_factory=list)
+    """The kernel's parameters: (name, is_constexpr)."""
 
 
 def _span(node: ast.AST) -> Span:
@@ -88,20 +101,33 @@ def find_launch_sites(text: str, wrapper: str) -> list[LaunchSite]:
         grid = node.func.slice
         if isinstance(grid, ast.Name) and grid.id in grid_vars:
             grid = grid_vars[grid.id]  # grid = (...) bound earlier in the wrapper
+        site.grid_span, site.grid_is_lambda = _span(grid), isinstance(grid, ast.Lambda)
+        site.grid_names = {n.id for n in ast.walk(grid) if isinstance(n, ast.Name)}
+        site.kernel_line = min([kdef.lineno] + [d.lineno for d in kdef.decorator_list])
+        site.params = [(a.arg, a.arg in consts) for a in kdef.args.args]
         grid_literals = [n for n in ast.walk(grid) if _int_literal(n) is not None]
+        previous_end = {}  # keyword -> end of the argument before it
+        for j, kw in enumerate(node.keywords):
+            before = node.keywords[j - 1].value if j else (node.args[-1] if node.args else None)
+            if before is not None:
+                previous_end[id(kw)] = (before.end_lineno, before.end_col_offset)
         for kw in node.keywords:
             if kw.arg is None or not (kw.arg in consts or kw.arg in LAUNCH_OPTIONS):
                 continue
             kind = kw.arg if kw.arg in LAUNCH_OPTIONS else "constexpr"
             value_node = kw.value
             lit = _int_literal(value_node)
+            var = None
             if lit is None and isinstance(value_node, ast.Name) and len(bound.get(value_node.id, [])) == 1:
+                var = value_node.id
                 value_node = bound[value_node.id][0]
                 lit = _int_literal(value_node)
             if lit is None:
                 site.notes.append(f"{kw.arg} is computed ({ast.unparse(kw.value)}), left as it is")
                 continue
-            knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)])
+            knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)], var=var)
+            if id(kw) in previous_end:
+                knob.kw_span = (*previous_end[id(kw)], kw.end_lineno, kw.end_col_offset)
             if kind == "constexpr":
                 for g in grid_literals:
                     if g.value == lit and lit > 1:
@@ -190,9 +216,76 @@ def find_autotune(text: str, kernel: str) -> tuple[Optional[AutotuneConfigs], Op
     return None, None
 
 
-def render_autotune(text: str, at: AutotuneConfigs, config: dict[str, int]) -> str:
-    """The source with the kernel's autotune list replaced by the single ``config``: one config
-    means no benchmarking at launch, so the candidate runs exactly this setting."""
-    meta = ", ".join(f"{k!r}: {v}" for k, v in config.items() if k not in LAUNCH_OPTIONS)
-    opts = "".join(f", {k}={config[k]}" for k in LAUNCH_OPTIONS if k in config)
-    return apply(text, {at.span: f"[{at.config_call}({{{meta}}}{opts})]"})
+def render_autotune(text: str, at: AutotuneConfigs, config) -> str:
+    """The source with the kernel's autotune list replaced by the single ``config`` (one config
+    means no benchmarking at launch, so the candidate runs exactly this setting), or by a list
+    of configs."""
+    configs = config if isinstance(config, list) else [config]
+    items = []
+    for c in configs:
+        meta = ", ".join(f"{k!r}: {v}" for k, v in c.items() if k not in LAUNCH_OPTIONS)
+        opts = "".join(f", {k}={c[k]}" for k in LAUNCH_OPTIONS if k in c)
+        items.append(f"{at.config_call}({{{meta}}}{opts})")
+    return apply(text, {at.span: "[" + ", ".join(items) + "]"})
+
+
+def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, int]],
+                           key: list[str], triton_name: str = "triton") -> str:
+    """The source with the kernel decorated by ``@triton.autotune(configs, key)`` and the tuned
+    knobs taken out of the launch, so that Triton picks among ``configs`` per value of ``key``
+    (the shape arguments). A grid that reads a tuned block size becomes ``lambda META: ...``.
+    Raises ``ValueError`` when the launch cannot be rewritten that way."""
+    tuned = sorted({name for c in configs for name in c})
+    by_name = {k.name: k for k in site.knobs}
+    for name in tuned:
+        if name in by_name and by_name[name].kw_span is None:
+            raise ValueError(f"{name} is the launch's first argument; cannot take it out")
+    if site.grid_span is None:
+        raise ValueError("the launch's grid was not found")
+    edits: dict[Span, str] = {}
+    grid_text = _slice(text, site.grid_span)
+    if not site.grid_is_lambda:
+        # The grid's literals tied to a block knob, and the wrapper's names for it, read META.
+        tree = ast.parse(grid_text, mode="eval")
+        local: dict[Span, str] = {}
+        for name in tuned:
+            k = by_name.get(name)
+            if k is None or k.kind != "constexpr":
+                continue
+            for n in ast.walk(tree):
+                if (_int_literal(n) == k.value and k.value > 1 and any(_same_literal(site.grid_span, s, n) for s in k.spans)) \
+                        or (isinstance(n, ast.Name) and k.var and n.id == k.var):
+                    local[_span(n)] = f"META[{name!r}]"
+        if local:
+            edits[site.grid_span] = f"lambda META: {apply(grid_text, local)}"
+    for name in tuned:
+        k = by_name.get(name)
+        if k is not None:
+            edits[k.kw_span] = ""
+    meta_names = [n for n in tuned if n not in LAUNCH_OPTIONS]
+    rows = []
+    for c in configs:
+        meta = ", ".join(f"{n!r}: {c[n]}" for n in meta_names if n in c)
+        opts = "".join(f", {n}={c[n]}" for n in LAUNCH_OPTIONS if n in c)
+        rows.append(f"        {triton_name}.Config({{{meta}}}{opts}),\n")
+    deco = (f"@{triton_name}.autotune(\n    configs=[\n" + "".join(rows) + "    ],\n"
+            f"    key={key!r},\n)\n")
+    return apply(text, edits, {(site.kernel_line, 0): deco})
+
+
+def _slice(text: str, span: Span) -> str:
+    lines = text.splitlines(keepends=True)
+    a = _offset(lines, span[0], span[1])
+    b = _offset(lines, span[2], span[3])
+    return "".join(lines)[a:b]
+
+
+def _offset(lines: list[str], line: int, col: int) -> int:
+    return sum(len(ln) for ln in lines[:line - 1]) + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+
+def _same_literal(grid: Span, knob_span: Span, node: ast.AST) -> bool:
+    """Whether ``node`` (parsed from the grid's text alone) is the literal at ``knob_span``."""
+    line = grid[0] + node.lineno - 1
+    col = node.col_offset + (grid[1] if node.lineno == 1 else 0)
+    return (line, col) == knob_span[:2]

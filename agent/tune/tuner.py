@@ -22,10 +22,15 @@ from typing import Callable, Optional
 
 from runner.schema import EvalOptions, EvalRequest, EvalResult, KernelResources, Target
 
-from .knobs import AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune, render_config
+from .knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
+                    render_autotune_launch, render_config)
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "hip": (1, 2)}
+DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3}, "hip": {"num_warps": 4, "num_stages": 2}}
+"""What Triton uses when a launch does not say (``num_stages`` default differs on AMD)."""
+MAX_AUTOTUNE_CONFIGS = 4
+EMITS = ("constants", "autotune")
 
 
 @dataclass
@@ -39,6 +44,16 @@ class Trial:
     resources: list[KernelResources] = field(default_factory=list)
     pruned: Optional[str] = None
     message: str = ""
+    case_speedups: dict[str, float] = field(default_factory=dict)
+    """Per input case (its label): reference time / this config's time, measured interleaved."""
+
+
+@dataclass
+class ShapeChoice:
+    case: str
+    config: Optional[dict[str, int]]
+    """The fastest verified config for this input case; ``None``: the original is best here."""
+    speedup: float
 
 
 @dataclass
@@ -58,10 +73,19 @@ class TuneReport:
     """The target file with the best config written in (only when one was verified faster)."""
     message: str = ""
     notes: list[str] = field(default_factory=list)
+    emit: str = "constants"
+    per_shape: list[ShapeChoice] = field(default_factory=list)
+    autotune_configs: list[dict[str, int]] = field(default_factory=list)
+    """With ``emit="autotune"``: the configs written into the decorator."""
+    autotune_key: list[str] = field(default_factory=list)
+    search_speedup: Optional[float] = None
+    """The chosen config's speedup as measured during the search (before confirmation)."""
+    confirmation: Optional[EvalResult] = None
+    """A fresh evaluation of the edited file: its timing is the speedup reported."""
 
     @property
     def improved(self) -> bool:
-        return self.best is not None
+        return self.best is not None and self.source is not None
 
 
 def _powers_around(v: int, lo: int, hi: int) -> list[int]:
@@ -164,10 +188,64 @@ def choose(trials: list[Trial], min_gain: float = 0.01) -> Optional[Trial]:
     return best if best.speedup > 1.0 + margin else None
 
 
+def _good(t: Trial) -> bool:
+    return t.correct and t.status == "ok" and not t.pruned and t.speedup is not None
+
+
+def per_shape(trials: list[Trial], min_gain: float = 0.01) -> list[ShapeChoice]:
+    """For each timed input case, the verified config that is fastest on it; the original
+    (``config=None``) where no config beats it there by more than the spread."""
+    good = [t for t in trials if _good(t)]
+    labels: list[str] = []
+    for t in good:
+        labels += [c for c in t.case_speedups if c not in labels]
+    out = []
+    for label in labels:
+        ranked = sorted((t for t in good if label in t.case_speedups), key=lambda t: -t.case_speedups[label])
+        best = ranked[0]
+        margin = max(min_gain, (best.spread_pct or 0.0) / 100.0)
+        sp = best.case_speedups[label]
+        out.append(ShapeChoice(label, dict(best.config) if sp > 1.0 + margin else None, sp if sp > 1.0 + margin else 1.0))
+    return out
+
+
+def autotune_configs(choices: list[ShapeChoice], original: dict[str, int], trials: list[Trial],
+                     limit: int = MAX_AUTOTUNE_CONFIGS) -> list[dict[str, int]]:
+    """The few configs an ``@triton.autotune`` should hold: the per-shape winners, most cases
+    won first (the original's config where it is still the best for some shape)."""
+    wins: dict[tuple, int] = {}
+    for c in choices:
+        cfg = c.config if c.config is not None else original
+        wins[tuple(sorted(cfg.items()))] = wins.get(tuple(sorted(cfg.items())), 0) + 1
+    overall = {tuple(sorted(t.config.items())): t.speedup or 0.0 for t in trials if _good(t)}
+    ranked = sorted(wins, key=lambda k: (-wins[k], -overall.get(k, 1.0)))
+    return [dict(k) for k in ranked[:limit]]
+
+
+def shape_key(text: str, site: LaunchSite, trials: list[Trial]) -> list[str]:
+    """The kernel's integer arguments other than strides (sizes like ``n_cols``, ``M``), from
+    the argument types seen at run time; by name when no launch was observed."""
+    runtime = [name for name, const in site.params if not const]
+    types: list[str] = []
+    for t in trials:
+        for r in t.resources:
+            if r.kernel == site.kernel and r.arg_types:
+                types = r.arg_types.split(", ")
+                break
+        if types:
+            break
+    if len(types) == len(runtime):
+        key = [n for n, ty in zip(runtime, types) if ty in ("i32", "i64") and "stride" not in n.lower()]
+    else:
+        key = [n for n in runtime if "ptr" not in n.lower() and "stride" not in n.lower()]
+    return key
+
+
 def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     t = Trial(config=config, status=r.status, correct=r.correct, message=r.message, resources=r.resources)
     if r.timing:
         t.speedup, t.cand_ms, t.spread_pct = r.timing.speedup, r.timing.cand_ms, r.timing.spread_pct
+        t.case_speedups = {c.label: c.timing.speedup for c in r.cases if c.timing}
     bad = [k for k in r.resources if not k.fits]
     spills = [k for k in r.resources if k.spill_bytes]
     if bad:
@@ -178,10 +256,15 @@ def _trial(config: dict[str, int], r: EvalResult) -> Trial:
 
 
 def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: int = 0,
-         trials_per_case: int = 2, timed: bool = False) -> TuneReport:
+         trials_per_case: int = 2, timed: bool = False, emit: str = "constants",
+         key: Optional[list[str]] = None) -> TuneReport:
     """Tune the launch of ``request.target`` (a built request for the target alone).
     ``timed``: the runner measures speed (a GPU), so large spaces are searched rather than
-    sampled."""
+    sampled. ``emit``: ``constants`` writes the best config into the launch; ``autotune``
+    writes an ``@triton.autotune`` with the per-shape winners, keyed on ``key`` (default: the
+    kernel's integer size arguments)."""
+    if emit not in EMITS:
+        raise ValueError(f"emit must be one of {EMITS}")
     path, wrapper = request.target.path, request.target.symbol
     text = request.files[path]
     sites = find_launch_sites(text, wrapper)
@@ -194,6 +277,11 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         report.notes.append(f"{wrapper} launches {len(sites)} kernels; tuning the first "
                             f"({sites[0].kernel}, line {sites[0].line})")
     site = sites[0]
+    if key:
+        unknown = [k for k in key if k not in {n for n, const in site.params if not const}]
+        if unknown:
+            raise ValueError(f"--key {','.join(unknown)}: not a (non-constexpr) argument of {site.kernel}; "
+                             f"its arguments are {', '.join(n for n, c in site.params if not c)}")
     report.kernel, report.original = site.kernel, original_config(site)
     report.notes += site.notes
     backend = "hip" if arch.startswith("gfx") else "cuda"
@@ -247,18 +335,73 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         report.device = d.name if d.backend == "interpreter" else f"{d.name} ({d.backend}, {d.arch})"
     report.timed = any(t.speedup is not None for t in report.trials)
     verified = sum(t.correct for t in report.trials)
+    report.emit = emit
     best = choose(report.trials)
-    if best is not None:
-        report.best, report.best_speedup = best.config, best.speedup
-        report.source = render(best.config)
-        report.message = (f"{site.kernel}: {best.speedup:.2f}x faster with "
-                          + ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
-                          + f" ({verified} of {report.tried} configs verified correct)")
-    elif report.timed:
-        report.message = (f"{site.kernel}: no config beats the original ({verified} of {report.tried} "
-                          "verified correct; none faster by more than the timing spread)")
-    else:
+    if report.timed:
+        report.per_shape = per_shape(report.trials)
+    if not report.timed:
         report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct on "
                           f"{report.device or 'the runner'}; no timing here, so nothing is offered as "
-                          "faster. Run on a GPU box to measure (geak optimize ... --device cuda there)")
+                          "faster: timing needs a GPU. Run the same command on a GPU box, or point it at "
+                          "a runner there: --runner http://HOST:8765 (geak-runner serve on that box)")
+        return report
+    per_shape_gain = any(c.config is not None for c in report.per_shape)
+    if best is None and not (emit == "autotune" and per_shape_gain):
+        report.message = (f"{site.kernel}: no config beats the original ({verified} of {report.tried} "
+                          "verified correct; none faster by more than the timing spread)")
+        return report
+
+    # The edit, in the form the user asked for.
+    if emit == "autotune":
+        defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
+        names = sorted({n for t in report.trials for n in t.config})
+        original_full = {n: (report.original[n] if n in report.original else defaults.get(n))
+                         for n in names if n in report.original or n in defaults}
+        if at is not None:
+            original_full = {}
+        configs = autotune_configs(report.per_shape, original_full, report.trials)
+        configs = [c for c in configs if c]
+        if not per_shape_gain or not configs:
+            configs = [best.config]  # faster overall, but no single shape by a clear margin
+        report.autotune_configs = configs
+        try:
+            if at is not None:
+                source = render_autotune(text, at, configs)
+            else:
+                if text.count(f"{site.kernel}[") > 1:
+                    raise ValueError(f"{site.kernel} is launched in more than one place; an autotune "
+                                     "decorator would change the others")
+                report.autotune_key = key or shape_key(text, site, report.trials)
+                source = render_autotune_launch(text, site, configs, report.autotune_key)
+        except ValueError as e:
+            report.message = f"{site.kernel}: cannot write an @triton.autotune edit: {e}; use --emit constants"
+            return report
+        label = f"@triton.autotune over {len(configs)} config(s) keyed on {report.autotune_key or 'its key'}"
+        report.best = {"autotune configs": len(configs)}
+    else:
+        source = render(best.config)
+        label = ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
+        report.best = best.config
+    report.search_speedup = best.speedup if best is not None else None
+
+    # Confirm on a fresh evaluation: the best of many noisy measurements is biased upwards.
+    opts = EvalOptions(**{**request.options.__dict__})
+    opts.trials, opts.aot_arch = max(3, trials_per_case), arch
+    (conf,) = runner.evaluate_many([EvalRequest(target=request.target, files=request.files,
+                                                candidate=Target(path, wrapper),
+                                                candidate_files={path: source}, options=opts)])
+    report.confirmation = conf
+    sp = conf.timing.speedup if conf.timing else None
+    margin = max(0.01, (conf.timing.spread_pct if conf.timing else 0.0) / 100.0)
+    if not (conf.status == "ok" and conf.correct and sp is not None and sp > 1.0 + margin):
+        report.best = None
+        why = (f"measured {sp:.3f}x on confirmation" if sp is not None and conf.correct
+               else f"failed on confirmation: {conf.status}: {conf.message}")
+        report.message = (f"{site.kernel}: {label} looked faster in the search"
+                          + (f" ({report.search_speedup:.3f}x)" if report.search_speedup else "")
+                          + f" but {why}; the original stays")
+        return report
+    report.best_speedup, report.source = sp, source
+    report.message = (f"{site.kernel}: {sp:.2f}x faster with {label} (confirmed on a fresh "
+                      f"evaluation; {verified} of {report.tried} configs verified correct)")
     return report

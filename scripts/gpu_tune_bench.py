@@ -1,0 +1,211 @@
+"""The tuner on a GPU, side by side with Triton's own ``@triton.autotune`` over the same space.
+
+    python scripts/gpu_tune_bench.py --out DIR [--kernels add_relu,softmax] [--workers 4]
+
+For each example kernel:
+
+* ``geak``: ``tune()`` as ``geak optimize`` runs it (every config checked for correctness,
+  AOT-pruned, timed interleaved against the original; coordinate descent when the space is
+  larger than the budget), in both edit forms (``constants`` and ``autotune``); the reported
+  speedup is the confirmation run's, on a fresh evaluation of the edited file.
+* ``triton``: the kernel decorated with ``@triton.autotune`` over the same search space (a
+  seeded sample of the same size as geak's budget when the space is larger), keyed on the
+  same shape arguments. Its search time is the wall time of the first call per input case
+  (benchmarking every config, compiles included) in a fresh process with an empty compile
+  cache; the resulting kernel is then measured by the same evaluator against the original.
+
+Every measurement starts with an empty Triton cache (``TRITON_CACHE_DIR``), so neither side
+reuses the other's compiles. Writes DIR/tune_bench.json and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.tune.knobs import find_launch_sites, render_autotune_launch  # noqa: E402
+from agent.tune.tuner import search_space, shape_key, tune  # noqa: E402
+from runner.local import LocalRunner  # noqa: E402
+from runner.schema import EvalOptions, Target, to_dict  # noqa: E402
+from runner.source import build_request  # noqa: E402
+
+KERNELS = {"add_relu": "add_relu", "softmax": "softmax", "rmsnorm": "rmsnorm",
+           "layernorm": "layernorm", "matmul": "matmul"}
+
+FIRST_CALLS = r'''
+import importlib.util, json, sys, time, torch
+spec = importlib.util.spec_from_file_location("tuned", sys.argv[1])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+orig = importlib.util.spec_from_file_location("orig", sys.argv[2])
+om = importlib.util.module_from_spec(orig); orig.loader.exec_module(om)
+fn = getattr(mod, sys.argv[3])
+out = []
+for case in om.INPUT_CASES:
+    torch.manual_seed(0)
+    args = om.get_inputs(**case)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn(*args)
+    torch.cuda.synchronize()
+    out.append(time.perf_counter() - t0)
+print(json.dumps(out))
+'''
+
+
+def fresh_cache(tmp: Path, name: str) -> None:
+    d = tmp / f"cache-{name}-{time.time_ns()}"
+    d.mkdir()
+    os.environ["TRITON_CACHE_DIR"] = str(d)
+
+
+def peak(result) -> str:
+    cases = [c.timing for c in result.cases if c.timing]
+    flops = [t.cand_flops_pct_peak for t in cases if t.cand_flops_pct_peak is not None]
+    if flops:
+        return f"{max(flops):.0f}% FLOP"
+    bw = [t.cand_bw_pct_peak for t in cases if t.cand_bw_pct_peak is not None]
+    return f"{max(bw):.0f}% BW" if bw else "-"
+
+
+def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
+    spec = f"examples/{name}.py::{wrapper}"
+    row: dict = {"kernel": spec}
+    opts = EvalOptions(device="cuda")
+    req, _, _ = build_request(spec, None, opts, root=ROOT, cwd=ROOT)
+    text = req.files[req.target.path]
+
+    for emit in ("constants", "autotune"):
+        fresh_cache(tmp, f"geak-{emit}")
+        runner = LocalRunner(workers=args.workers, device="cuda")
+        try:
+            base = runner.evaluate(req)
+            t0 = time.perf_counter()
+            rep = tune(runner, req, base.device.arch, max_configs=args.max_configs, trials_per_case=2,
+                       timed=True, emit=emit)
+            wall = time.perf_counter() - t0
+        finally:
+            runner.close()
+        conf = rep.confirmation
+        row[emit] = {
+            "improved": rep.improved, "message": rep.message, "space": rep.space_size, "tried": rep.tried,
+            "verified": sum(t.correct for t in rep.trials), "search_s": round(wall, 1),
+            "best": rep.best, "search_speedup": rep.search_speedup, "speedup": rep.best_speedup,
+            "autotune_configs": rep.autotune_configs, "key": rep.autotune_key,
+            "per_shape": [to_dict(c) for c in rep.per_shape],
+            "ref_ms": conf.timing.ref_ms if conf and conf.timing else None,
+            "tuned_ms": conf.timing.cand_ms if conf and conf.timing else None,
+            "peak": peak(conf) if conf and conf.timing else None,
+            "confirm_status": conf.status if conf else None,
+            "incorrect_configs": [t.config for t in rep.trials if not t.correct],
+        }
+        row["base_peak"] = peak(base) if base.timing else None
+        row["device"] = f"{base.device.name} ({base.device.arch})"
+        row["_trials"] = rep.trials
+        print(f"  geak {emit}: {rep.message} [{wall:.1f}s]", file=sys.stderr, flush=True)
+
+    # Triton's @triton.autotune over the same space (same budget when the space is larger).
+    (site,) = find_launch_sites(text, wrapper)[:1]
+    space = search_space(site, "cuda", "tl.dot" in text)
+    sampled = len(space) > args.max_configs
+    if sampled:  # the same budget as geak's search; the original's config always among them
+        original = {n: v for n, v in next((c for c in space if all(c.get(k.name) == k.value for k in site.knobs)),
+                                          space[0]).items()}
+        space = [original] + random.Random(0).sample([c for c in space if c != original], args.max_configs - 1)
+    key = shape_key(text, site, row.pop("_trials"))
+    at_src = render_autotune_launch(text, site, space, key)
+    at_path = tmp / f"{name}_triton_autotune.py"
+    at_path.write_text(at_src)
+    fresh_cache(tmp, "triton")
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", FIRST_CALLS, str(at_path), str(ROOT / req.target.path), wrapper],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=560)
+    total = time.perf_counter() - t0
+    if p.returncode != 0:
+        row["triton"] = {"error": p.stderr[-2000:]}
+        return row
+    firsts = json.loads(p.stdout.strip().splitlines()[-1])
+    # Measure the autotuned kernel with the same evaluator (its warm-up runs the autotuning).
+    runner = LocalRunner(workers=1, device="cuda")
+    try:
+        import copy
+        creq = copy.deepcopy(req)
+        creq.candidate = Target(req.target.path, wrapper)
+        creq.candidate_files = {req.target.path: at_src}
+        creq.options.trials = 3
+        r = runner.evaluate(creq)
+    finally:
+        runner.close()
+    row["triton"] = {
+        "configs": len(space), "sampled": sampled, "key": key, "search_s": round(sum(firsts), 1),
+        "process_s": round(total, 1), "status": r.status, "correct": r.correct,
+        "speedup": r.timing.speedup if r.timing else None,
+        "tuned_ms": r.timing.cand_ms if r.timing else None, "peak": peak(r) if r.timing else None,
+        "message": r.message,
+    }
+    print(f"  triton autotune: {r.status} {row['triton']['speedup']} [{row['triton']['search_s']}s]",
+          file=sys.stderr, flush=True)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| kernel | original ms | geak tuned ms | speedup (constants) | speedup (autotune edit) | % of peak (orig → tuned) "
+           "| configs tried / space | geak search s | Triton autotune: speedup, search s (configs) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    sp = []
+    for r in rows:
+        c, a, t = r["constants"], r["autotune"], r.get("triton", {})
+        s_c = c["speedup"] if c["improved"] else 1.0
+        sp.append(s_c)
+        out.append(
+            f"| {r['kernel']} | {c['ref_ms'] or '-'} | {c['tuned_ms'] or '-'} | "
+            f"{s_c:.3f}x{'' if c['improved'] else ' (kept)'} | "
+            f"{(a['speedup'] if a['improved'] else 1.0):.3f}x{'' if a['improved'] else ' (kept)'} | "
+            f"{r['base_peak']} → {c['peak'] or r['base_peak']} | {c['tried']} / {c['space']} | "
+            f"{c['search_s']} | "
+            + (f"{t['speedup']:.3f}x, {t['search_s']} s ({t['configs']}{' sampled' if t['sampled'] else ''})"
+               if t.get("speedup") else t.get("error", t.get("message", "-"))[:80].replace("|", "/")) + " |")
+    geo = math.exp(sum(math.log(x) for x in sp) / len(sp)) if sp else float("nan")
+    out.append(f"\ngeomean speedup (constants edit): {geo:.3f}x over {len(sp)} kernels")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--kernels", default=",".join(KERNELS))
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--max-configs", type=int, default=48)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as t:
+        for name in args.kernels.split(","):
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            try:
+                rows.append(run_kernel(name, KERNELS[name], args, Path(t)))
+            except Exception as e:  # keep the other kernels' numbers
+                import traceback
+                rows.append({"kernel": name, "error": traceback.format_exc()})
+                print(traceback.format_exc(), file=sys.stderr)
+            (out / "tune_bench.json").write_text(json.dumps(rows, indent=2, default=str))
+    ok = [r for r in rows if "error" not in r]
+    md = table(ok)
+    (out / "tune_bench.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
