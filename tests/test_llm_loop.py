@@ -264,3 +264,22 @@ def test_a_missing_target_exits_2(proj, capsys, llm):
                                       "--model", "m"])
     assert run_llm_optimize(args, runner=object()) == 2
     assert "nope.py: no such file" in capsys.readouterr().err
+
+
+def test_the_gpu_transcript_behaves_as_scripted_on_the_interpreter(llm, runner, capsys, monkeypatch, tmp_path):
+    """scripts/gpu_llm_check.sh replays this transcript on a GPU, where speed decides; here the
+    interpreter checks that its candidates fail, go wrong and verify as they claim to."""
+    monkeypatch.chdir(ROOT)
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    server = llm(load_transcript(TRANSCRIPTS / "softmax_gpu.json"))
+    args = build_parser().parse_args(["optimize", "examples/softmax.py::softmax", "--strategy", "llm",
+                                      "--provider", "openai", "--model", "scripted", "--iterations", "4",
+                                      "--trials", "1", "--retries", "0", "--run-dir", str(tmp_path), "--json"])
+    code = run_llm_optimize(args, runner=runner)
+    rep = json.loads(capsys.readouterr().out)
+    assert [c["outcome"] for c in rep["candidates"]] == ["did_not_run", "wrong", "correct", "correct"]
+    wrong = rep["candidates"][1]["message"]
+    assert "n_rows=40" in wrong or "40" in wrong  # only the row that is not a power of two fails
+    assert "case n_rows=40, n_cols=300" in server.prompts()[2] and code == 1
+    assert "# examples/softmax_fast.py" in server.prompts()[0]  # the one-shot example, by similarity
