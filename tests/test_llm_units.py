@@ -66,6 +66,14 @@ def test_extract_survives_a_cut_off_answer_json_and_bare_code():
     assert extract(f"~~~python\n{MOD}~~~", "f").source == MOD
 
 
+def test_extract_leaves_out_the_drafts_of_a_reasoning_model():
+    draft = MOD.replace("return x", "return 0")
+    e = extract(f"<think>Maybe:\n```python\n{draft}```\nno, better not.</think>\nFinal:\n```python\n{MOD}```", "f")
+    assert e.source == MOD and "Maybe" not in e.notes
+    with pytest.raises(NoCode, match="only reasoning"):
+        extract(f"<think>```python\n{MOD}```", "f")
+
+
 def test_extract_hands_on_a_broken_block_so_the_evaluator_names_the_line():
     broken = MOD.replace("def f(x):", "def f(x)")
     assert extract(f"```python\n{broken}```", "f").source == broken

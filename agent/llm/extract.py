@@ -2,8 +2,8 @@
 
 Handles: one fenced block (```python, ```py, ``` or ~~~), several blocks (the one that defines
 the target symbol wins; pieces that only together define it are joined), a last fence left open
-(the answer was cut at max tokens), an answer that is a JSON object (``{"code": ...}``), and an
-answer that is bare Python. What is not code is kept as the answer's reasoning (``notes``),
+(the answer was cut at max tokens), an answer that is a JSON object (``{"code": ...}``), an
+answer that is bare Python, and drafts inside ``<think>...</think>`` (left out). What is not code is kept as the answer's reasoning (``notes``),
 which the optimizer shows next to the candidate's measurements.
 """
 
@@ -18,6 +18,7 @@ from typing import Optional
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)[ \t]*(?P<lang>[\w+.-]*)[^\n]*\n", re.M)
 PY_LANGS = {"", "python", "py", "python3", "triton", "py3"}
+THINK = re.compile(r"<think>.*?(</think>|\Z)", re.S)
 JSON_KEYS = ("code", "source", "python", "kernel", "candidate", "file")
 
 
@@ -157,6 +158,10 @@ def extract(text: str, symbol: str) -> Extracted:
     """The candidate module in ``text`` that defines ``symbol``. Raises NoCode."""
     if not text or not text.strip():
         raise NoCode("the answer was empty")
+    # Reasoning models served through OpenAI-compatible servers put their drafts in <think>.
+    text = THINK.sub("", text)
+    if not text.strip():
+        raise NoCode("the answer held only reasoning (<think>...</think>), no code")
     js = _from_json(text)
     if js is not None:
         code, notes = js
