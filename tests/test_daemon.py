@@ -240,6 +240,14 @@ def marked(mark: Path, sleep: float = 0.0, block: int = 128) -> str:
                           pre=f"    time.sleep({sleep})")
 
 
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie is dead
+    except FileNotFoundError:
+        return False
+
+
 def runs(mark: Path) -> int:
     return len(mark.read_text().split()) if mark.exists() else 0
 
@@ -274,8 +282,10 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
             while h.get("/v1/queue").json()["jobs"]["queued"] < 2:
                 assert time.monotonic() - t0 < 30
                 time.sleep(0.05)
+        a_worker = int(marks["A"].read_text().split()[0])
         d.kill9()
         time.sleep(1.0)
+        assert not alive(a_worker)  # A's worker died with the daemon, mid-evaluation
         d.start()
         started = [ln for ln in d.log if "listening on" in ln][-1]
         # A went back to the queue: 3 queued (A, B, the client's), 1 done (Z)
