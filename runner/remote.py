@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import ssl
 import time
 import urllib.parse
 import uuid
@@ -66,7 +67,8 @@ class RemoteRunner:
     time included). ``connect_s``: how long the first connection is retried;
     ``reconnect_s``: how long a connection lost after that (the daemon restarting) is retried
     before the runner is called unreachable. ``busy_s``: how long "busy" answers (429/503, honouring Retry-After)
-    are waited out. ``verify``: TLS verification (True, False, or a CA bundle path).
+    are waited out. ``verify``: TLS verification: True (the system's CAs, or the bundle named
+    by ``SSL_CERT_FILE``), a CA bundle path, or an ``ssl.SSLContext``.
     """
 
     def __init__(self, url: str, token: Optional[str] = None, *, timeout: float = 3600.0,
@@ -87,6 +89,10 @@ class RemoteRunner:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         self._httpx = httpx
+        if verify is True and os.environ.get("SSL_CERT_FILE"):
+            verify = os.environ["SSL_CERT_FILE"]
+        if isinstance(verify, (str, os.PathLike)):
+            verify = ssl.create_default_context(cafile=str(verify))
         self._client = httpx.Client(base_url=self.url, headers=headers, verify=verify, trust_env=False,
                                     timeout=httpx.Timeout(connect=connect_timeout, read=poll_s + 30.0,
                                                           write=60.0, pool=60.0))
@@ -108,6 +114,12 @@ class RemoteRunner:
                                          headers={"Content-Type": "application/json"} if body is not None
                                          else None)
             except httpx.TransportError as e:
+                if isinstance(e.__context__, ssl.SSLCertVerificationError) or any(
+                        m in str(e) for m in ("CERTIFICATE_VERIFY_FAILED", "WRONG_VERSION_NUMBER")):
+                    raise RunnerUnavailable(
+                        "unreachable", f"TLS with {self.url} failed: {e}",
+                        hint="give the runner's CA certificate in SSL_CERT_FILE (or use a certificate "
+                             "your system trusts)") from None
                 now = time.monotonic()
                 lost_since = lost_since or now
                 if now - lost_since >= (self.reconnect_s if self._connected else self.connect_s):

@@ -329,3 +329,52 @@ def test_sigterm_drains_running_jobs(tmp_path, project):
         assert h.get("/v1/jobs/drain-1").json()["state"] == "done"
         assert h.get("/v1/jobs/late-1").status_code == 404
     assert d.stop() == 0
+
+
+# ----------------------------------------------------------------------------- lanes, TLS
+
+
+def test_one_lane_per_gpu_each_pinned_with_cuda_visible_devices(tmp_path, project):
+    # --gpus 0,1 on a machine without GPUs: two lanes whose workers fall back to the interpreter,
+    # but each sees its own CUDA_VISIBLE_DEVICES, and the queue is shared by both.
+    d = Daemon(tmp_path / "state", None, "--device", "auto", "--gpus", "0,1", "--workers", "1").start()
+    try:
+        assert "2 lane(s) (GPU 0, GPU 1) x 1 workers" in d.log[0]
+        mark = tmp_path / "env.txt"
+        project.write("envcand.py", kernel_variant(
+            extra=f"import os, time\nopen({str(mark)!r}, 'a').write(os.environ.get('CUDA_VISIBLE_DEVICES', '-') + '\\n')",
+            pre="    time.sleep(1.5)"))
+        reqs = [body(quick(project, candidate="envcand.py::add_relu", device="auto"), f"lane-{i}") for i in range(2)]
+        with d.http(None) as h:
+            assert h.post("/v1/jobs", json={"requests": reqs}).status_code == 202
+            for i in range(2):
+                assert h.get(f"/v1/jobs/lane-{i}/result", params={"wait": 60}).json()["status"] == "ok"
+            lanes = {h.get(f"/v1/jobs/lane-{i}").json()["lane"] for i in range(2)}
+            devices = h.get("/v1/device").json()
+        assert lanes == {0, 1}  # both lanes took one job each, at the same time
+        assert sorted(mark.read_text().split()) == ["0", "1"]
+        assert devices["lanes"] == 2 and len(devices["devices"]) == 2
+    finally:
+        d.stop()
+
+
+def test_tls(tmp_path, project):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                        str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext",
+                        "subjectAltName=IP:127.0.0.1,DNS:localhost"], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"openssl cannot make a test certificate: {p.stderr[-200:]}")
+    d = Daemon(tmp_path / "state", TOKEN, "--tls-cert", str(cert), "--tls-key", str(key)).start()
+    try:
+        assert "https://127.0.0.1:" in d.log[0]
+        url = f"https://127.0.0.1:{d.port}"
+        res = RemoteRunner(url, TOKEN, verify=str(cert)).evaluate(quick(project))
+        assert res.status == "ok", res.message
+        res = RemoteRunner(url, TOKEN).evaluate(quick(project))  # an unknown CA is refused, clearly
+        assert res.error.kind == "runner_unavailable" and "CERTIFICATE_VERIFY_FAILED" in res.message
+    finally:
+        d.stop()
+    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--tls-cert", str(cert), "--state",
+                        str(tmp_path / "s2")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "--tls-cert and --tls-key go together" in p.stderr
