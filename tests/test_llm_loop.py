@@ -283,3 +283,69 @@ def test_the_gpu_transcript_behaves_as_scripted_on_the_interpreter(llm, runner, 
     assert "n_rows=40" in wrong or "40" in wrong  # only the row that is not a power of two fails
     assert "case n_rows=40, n_cols=300" in server.prompts()[2] and code == 1
     assert "# examples/softmax_fast.py" in server.prompts()[0]  # the one-shot example, by similarity
+
+
+class TimedRunner:
+    """The real runner for correctness, with timing injected from a `# speed: X` line in the
+    candidate (the CPU interpreter measures none): so the choice of the fastest, the target
+    speedup stop and --out can be checked here; on a GPU scripts/gpu_llm_check.sh measures."""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def _timed(self, req, r):
+        import re
+        from runner.schema import Timing
+        src = (req.candidate_files or {}).get(req.target.path, "")
+        m = re.search(r"# speed: ([0-9.]+)", src)
+        speed = float(m.group(1)) if m else 1.0
+        if r.correct:
+            r.timing = Timing(ref_ms=1.0, cand_ms=1.0 / speed, speedup=speed, speedup_geomean=speed,
+                              spread_pct=1.0, method="injected", cases_timed=1)
+            r.timing_unavailable = None
+        return r
+
+    def evaluate(self, req):
+        return self._timed(req, self.runner.evaluate(req))
+
+    def evaluate_many(self, reqs):
+        return [self._timed(q, r) for q, r in zip(reqs, self.runner.evaluate_many(reqs))]
+
+
+def candidate(block: int, speed: float, **kw) -> str:
+    return fence(kernel_variant(block=block, **kw) + f"\n# speed: {speed}\n")
+
+
+def test_with_timing_the_fastest_verified_candidate_is_chosen_and_written(proj, llm, runner, capsys):
+    server = llm([{"text": candidate(128, 1.3)}, {"text": candidate(256, 5.0, value="x + y")},  # fast but wrong
+                  {"text": candidate(512, 1.8)}, {"text": candidate(1024, 1.5)}])
+    code, rep, err = optimize(TimedRunner(runner), capsys, "--iterations", "4", "--out", "best.py")
+    assert code == 0 and rep["improved"] and rep["best"] == "i02-c0" and rep["best_speedup"] == 1.8
+    assert rep["verified"] == ["i02-c0", "i03-c0", "i00-c0"]  # fastest first
+    assert (proj.root / "best.py").read_text() == rep["source"] and "BLOCK=512" in rep["source"]
+    assert rep["result"]["correct"] and "IMPROVED" in err
+    # The optimizer prompt ranks the history by measured speed, slowest first.
+    last = server.prompts()[3]
+    assert last.index("### 1. i00-c0: 1.300x") < last.index("### 2. i02-c0: 1.800x")
+    assert "Speedup over the original: 1.800x" in last
+
+
+def test_target_speedup_stops_early(proj, llm, runner, capsys):
+    server = llm([{"text": candidate(512, 1.2)}, {"text": candidate(1024, 2.5)}, {"text": GOOD}])
+    code, rep, err = optimize(TimedRunner(runner), capsys, "--iterations", "3", "--target-speedup", "2")
+    assert len(server.requests) == 2 and rep["stopped"] == "target" and rep["best"] == "i01-c0"
+    assert code == 0 and "target speedup" in err
+
+
+def test_no_candidate_beyond_the_spread_is_no_improvement(proj, llm, runner, capsys):
+    llm([{"text": candidate(512, 1.005)}, {"text": candidate(1024, 0.7)}])
+    code, rep, err = optimize(TimedRunner(runner), capsys, "--iterations", "2", "--out", "best.py")
+    assert code == 1 and not rep["improved"] and "none faster than the original" in rep["message"]
+    assert not (proj.root / "best.py").exists()
+
+
+def test_arch_picks_the_knowledge_pack_when_the_runner_has_no_gpu(proj, llm, runner, capsys):
+    server = llm([{"text": GOOD}])
+    code, rep, err = optimize(runner, capsys, "--iterations", "1", "--arch", "gfx942")
+    assert rep["knowledge"] == ["triton.md", "amd_cdna3.md"]
+    assert "64 threads wide" in server.prompts()[0] and "write for gfx942" in server.prompts()[0]

@@ -168,7 +168,8 @@ def _run(args, s, root, base, opts, provider, runner, run, progress) -> int:
     run.write_baseline(baseline)
 
     text, names = knowledge.pick(baseline.device, args.arch)
-    files = corpus_files([Path(s["corpus"])] if s["corpus"] else None)
+    # The corpus: GEAK's own examples/ and benchmarks/, the user's project's, and --corpus DIR.
+    files = corpus_files([root / "examples", root / "benchmarks"] + ([Path(s["corpus"])] if s["corpus"] else []))
     task = Task(path=base.target.path, symbol=base.target.symbol, source=base.files[base.target.path],
                 device=_device_text(baseline.device, args.arch), knowledge=text, knowledge_names=names,
                 instruction=s["instruction"] or "", corpus=Corpus(files))

@@ -1,7 +1,7 @@
 """One-shot retrieval: the corpus kernel most similar to the code at hand (BM25, Okapi).
 
-The corpus is the project's ``examples/`` and ``benchmarks/`` (whichever exist) plus a
-directory the user names (``--corpus DIR``): every ``.py`` file that defines a ``@triton.jit``
+The corpus is GEAK's own ``examples/`` and ``benchmarks/`` (whichever exist), the same folders
+of the user's project, and a directory the user names (``--corpus DIR``): every ``.py`` file that defines a ``@triton.jit``
 kernel. Documents are tokenised as code: identifiers split at ``_`` and case changes, with
 ``tl.*`` calls kept whole (``tl.dot``, ``tl.max``), so "a softmax with tl.max and tl.exp"
 finds the softmax kernels. The first iteration queries with the target's code, later ones with
