@@ -396,3 +396,33 @@ def add_relu_small(x, y):
     assert not report.improved and "more than one place" in report.message
     with pytest.raises(ValueError, match="not a .*argument of add_relu_kernel"):
         tune(cm, p.request("k.py::add_relu"), "sm_90", emit="autotune", key=["numel"])
+
+
+def test_matmul_tiles_that_cannot_fit_are_pruned_before_running():
+    from agent.tune.tuner import dot_blocks, static_limit
+    b = dot_blocks(["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP"])
+    assert b == {"M": "BLOCK_SIZE_M", "N": "BLOCK_SIZE_N", "K": "BLOCK_SIZE_K"}
+    cfg = {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "num_warps": 8, "num_stages": 4}
+    # (256 + 256) * 64 * 2 bytes * 4 stages = 256 KiB > sm_90's 227 KiB per block
+    assert "shared memory" in static_limit(cfg, b, "sm_90", 2, {})
+    assert static_limit({**cfg, "num_stages": 3, "num_warps": 16}, b, "sm_90", 2, {}) is None  # 192 KiB fits
+    # ... but a 256 x 256 fp32 accumulator over 8 warps is 256 registers per thread: over 255
+    assert "registers" in static_limit({**cfg, "num_stages": 3}, b, "sm_90", 2, {})
+    # On gfx942 (64 KiB LDS; the stream pipeliner keeps stages - 1 buffers) a 64 KiB tile pair
+    # fits with 2 stages (one buffer), not with 3 (two buffers).
+    assert static_limit({**cfg, "num_stages": 2}, b, "gfx942", 2, {}) is None
+    assert "shared memory" in static_limit({**cfg, "num_stages": 3}, b, "gfx942", 2, {})
+    # 256 x 256 fp32 accumulator over 1 warp: 2048 registers per thread
+    assert "registers" in static_limit({**cfg, "BLOCK_SIZE_K": 16, "num_warps": 1, "num_stages": 1}, b, "sm_90", 2, {})
+
+
+def test_tuning_matmul_prunes_then_verifies_under_the_interpreter(tmp_path, runner):
+    p = Project(tmp_path).write("mm.py", (ROOT / "examples" / "matmul.py").read_text())
+    report = tune(runner, p.request("mm.py::matmul", cases=[0]), "sm_80", max_configs=3, trials_per_case=1)
+    assert report.pruned_before > 0 and any("before running anything" in n for n in report.notes)
+    assert report.original_resources and report.original_resources[0].arch == "sm_80"
+    assert report.tried == 3 and all(t.correct for t in report.trials)
+    from agent.tune.tuner import dot_blocks, static_limit
+    b = dot_blocks(["BLOCK_M", "BLOCK_N", "BLOCK_K"])
+    # case 0 is fp16: no evaluated config breaks the limits for 2-byte elements
+    assert all(static_limit({**report.original, **t.config}, b, "sm_80", 2, {}) is None for t in report.trials)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -82,6 +83,9 @@ class TuneReport:
     """The chosen config's speedup as measured during the search (before confirmation)."""
     confirmation: Optional[EvalResult] = None
     """A fresh evaluation of the edited file: its timing is the speedup reported."""
+    pruned_before: int = 0
+    """Configs ruled out for the arch before any was run (matmul-style tiles)."""
+    original_resources: list[KernelResources] = field(default_factory=list)
 
     @property
     def improved(self) -> bool:
@@ -119,7 +123,7 @@ def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False
 
 def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
                        evaluate: Callable[[list[dict[str, int]]], list[Trial]], budget: int,
-                       rounds: int = 3) -> list[Trial]:
+                       rounds: int = 3, feasible: Callable[[dict[str, int]], bool] = lambda c: True) -> list[Trial]:
     """Vary one knob at a time around the best verified config so far (each axis's values in
     one parallel batch), until a whole round brings nothing or the budget is spent. Each trial
     is scored by its measured speedup over the original."""
@@ -132,7 +136,8 @@ def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
     for _ in range(rounds):
         improved = False
         for name in sorted(axes):
-            batch = [c for c in ({**current, name: v} for v in axes[name]) if key(c) not in done and c != start]
+            batch = [c for c in ({**current, name: v} for v in axes[name])
+                     if key(c) not in done and c != start and feasible(c)]
             batch = batch[:max(0, budget - len(done))]
             if not batch:
                 continue
@@ -170,6 +175,45 @@ def autotune_space(at: AutotuneConfigs, backend: str, uses_dot: bool, has_loop: 
             for v in options:
                 add({**base, key: v})
     return seen
+
+
+_DOT_BLOCK = re.compile(r"^BLOCK(?:_SIZE)?_?([MNK])$")
+_BYTES = {"fp64": 8, "i64": 8, "fp32": 4, "i32": 4, "fp16": 2, "bf16": 2, "i16": 2, "i8": 1, "u8": 1}
+
+
+def dot_blocks(names) -> Optional[dict[str, str]]:
+    """``{"M": "BLOCK_M", "N": ..., "K": ...}`` when a matmul-style kernel's tile knobs are named
+    in the usual way (``BLOCK_M``, ``BLOCK_SIZE_M``, ``BLOCKM``)."""
+    found = {}
+    for n in names:
+        m = _DOT_BLOCK.match(n)
+        if m:
+            found[m.group(1)] = n
+    return found if len(found) == 3 else None
+
+
+def static_limit(config: dict[str, int], blocks: dict[str, str], arch: str, elem_bytes: int,
+                 defaults: dict[str, int]) -> Optional[str]:
+    """Why a matmul-style config cannot fit ``arch``, known before compiling anything: the
+    pipelined A and B tiles in shared memory (LDS), or an fp32 accumulator that alone needs more
+    registers per thread than the arch has (it would spill)."""
+    from runner.aot import ARCHS
+    lim = ARCHS.get(arch)
+    if lim is None or any(blocks[d] not in config for d in "MNK"):
+        return None
+    bm, bn, bk = (config[blocks[d]] for d in "MNK")
+    stages = config.get("num_stages", defaults.get("num_stages", 3))
+    warps = config.get("num_warps", defaults.get("num_warps", 4))
+    # NVIDIA keeps num_stages buffers of each tile; AMD's stream pipeliner one fewer (at least one).
+    buffers = max(1, stages if lim.backend == "cuda" else stages - 1)
+    smem = (bm + bn) * bk * elem_bytes * buffers
+    if smem > lim.smem_per_block:
+        return f"tiles need ~{smem // 1024} KiB of shared memory; {arch} has {lim.smem_per_block // 1024} KiB"
+    acc = bm * bn // (warps * lim.warp)
+    cap = 255 if lim.backend == "cuda" else lim.vgprs_per_lane
+    if acc > cap:
+        return f"the accumulator alone needs {acc} registers per thread; {arch} has {cap}"
+    return None
 
 
 def original_config(site: LaunchSite) -> dict[str, int]:
@@ -306,6 +350,35 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         return report
     devices: list = []
 
+    # Prune before running anything: matmul-style tiles that cannot fit the arch. The element
+    # size comes from the original's observed launches (one untimed run, compiled for arch).
+    feasible = lambda c: True  # noqa: E731
+    blocks = dot_blocks(k.name for k in site.knobs) if uses_dot else None
+    if blocks:
+        probe_opts = EvalOptions(**{**request.options.__dict__})
+        probe_opts.trials, probe_opts.timing, probe_opts.aot_arch = 1, False, arch
+        probe = runner.evaluate(EvalRequest(target=request.target, files=request.files, options=probe_opts))
+        report.original_resources = [r for r in probe.resources if r.kernel == site.kernel]
+        sizes = [_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
+                 for t in r.arg_types.split(", ") if t.startswith("*")]
+        elem = max(sizes) if sizes else 4
+        defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
+        reasons = {}
+        for c in space:
+            why_not = static_limit({**report.original, **c}, blocks, arch, elem, defaults)
+            if why_not:
+                reasons[tuple(sorted(c.items()))] = why_not
+        if reasons:
+            space = [c for c in space if tuple(sorted(c.items())) not in reasons]
+            report.pruned_before = len(reasons)
+            report.notes.append(f"pruned {len(reasons)} of {report.space_size} configs before running anything "
+                                f"(tiles over {arch}'s shared memory or registers, {elem}-byte elements), e.g. "
+                                + next(iter(reasons.values())))
+            feasible = lambda c: tuple(sorted(c.items())) not in reasons  # noqa: E731
+        if not space:
+            report.message = f"{site.kernel}: no config fits {arch}"
+            return report
+
     def evaluate(configs: list[dict[str, int]]) -> list[Trial]:
         reqs = []
         for cfg in configs:
@@ -322,12 +395,13 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         # On a GPU: search, one knob at a time from the original, instead of sampling.
         axes = search_axes(site, backend, uses_dot)
         start = {name: report.original.get(name, values[len(values) // 2]) for name, values in axes.items()}
-        report.trials = coordinate_descent(axes, start, evaluate, max_configs)
-        report.notes.append(f"coordinate descent: {len(report.trials)} of {report.space_size} configs evaluated")
+        report.trials = coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible)
+        report.notes.append(f"coordinate descent: {len(report.trials)} of {len(space)} configs evaluated")
     else:
         if len(space) > max_configs:
             space = random.Random(seed).sample(space, max_configs)
-            report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs")
+            report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs"
+                                + (f" ({report.space_size - report.pruned_before} after pruning)" if report.pruned_before else ""))
         report.trials = evaluate(space)
     report.tried = len(report.trials)
     if devices:
