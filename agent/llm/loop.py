@@ -64,7 +64,6 @@ def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, options:
         if s.lane < len(lanes):
             lanes[s.lane].observe(s)
     system = task.system()
-    failed_iterations = 0
 
     def attempt(lane: Lane, it: int, known: list[Step]) -> Optional[Step]:
         old = next((s for s in known if s.iteration == it and s.lane == lane.index), None)
@@ -90,58 +89,58 @@ def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, options:
         run.save(step)
         return step
 
-    stopped, ran = "iterations", 0
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=cfg.parallel)
-    try:
+    def evaluate(new: list[Step]) -> None:
+        pending = [s for s in new if s.source is not None and s.outcome is None]
+        reqs = [candidate_request(base, s.source, options, s.id) for s in pending]
+        for s, r in zip(pending, runner.evaluate_many(reqs) if reqs else []):
+            s.result, s.outcome = r, outcome(r)
+            run.save(s)
+
+    def target_reached() -> bool:
+        best = choose(steps)
+        return bool(cfg.target_speedup and best and speedup(best.result) >= cfg.target_speedup)
+
+    stopped, ran, failed_in_a_row, fatal = "iterations", 0, 0, None
+    with concurrent.futures.ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
         for it in range(cfg.iterations):
-            best = choose(steps)
-            if cfg.target_speedup and best and speedup(best.result) >= cfg.target_speedup:
-                stopped = "target"
-                break
-            finished = {s.lane for s in steps if s.iteration == it and s.finished}
-            todo = [lane for lane in lanes if lane.index not in finished]
-            if not todo:
+            todo = [lane for lane in lanes
+                    if not any(s.iteration == it and s.lane == lane.index and s.finished for s in steps)]
+            if not todo:  # done before a resume
                 ran = it + 1
                 continue
+            if target_reached():
+                stopped = "target"
+                break
             if usage.spent:
                 stopped = "budget"
                 break
             # 1. Generate: one prompt and one model call per lane, concurrently.
             known = list(steps)
             new = list(pool.map(lambda lane: attempt(lane, it, known), todo))
-            out_of_budget = any(s is None for s in new)
+            out_of_budget = None in new
             new = [s for s in new if s is not None]
-            # 2. Evaluate every candidate of this iteration in one batch (the runner's cascade).
-            pending = [s for s in new if s.source is not None and s.outcome is None]
-            if pending:
-                reqs = [candidate_request(base, s.source, options, s.id) for s in pending]
-                for s, r in zip(pending, runner.evaluate_many(reqs)):
-                    s.result, s.outcome = r, outcome(r)
-                    run.save(s)
+            # 2. Evaluate: every candidate of this iteration in one batch (the runner's cascade).
+            evaluate(new)
             # 3. Reflect: each lane's next prompt is built from what its candidate got.
-            redone = {n.lane for n in new}
-            steps = [s for s in steps if not (s.iteration == it and s.lane in redone)] + new
+            steps = [s for s in steps if not (s.iteration == it and s.lane in {n.lane for n in new})] + new
             for s in new:
                 lanes[s.lane].observe(s)
                 on_step(s)
             ran = it + 1
             on_iteration(it, steps)
-            fatal = next((s for s in new if s.error_kind in ProviderError.FATAL), None)
+            # Stop on: a refusal (bad key, unknown model), every call failing twice running,
+            # the target reached, the budget spent.
+            fatal = next((s.error for s in new if s.error_kind in ProviderError.FATAL), None)
+            failed_in_a_row = failed_in_a_row + 1 if new and all(s.outcome == PROVIDER_ERROR for s in new) else 0
+            more = ran < cfg.iterations
             if fatal is not None:
-                return LoopResult(steps, "provider", ran, fatal.error)
-            if new and all(s.outcome == PROVIDER_ERROR for s in new):
-                failed_iterations += 1
-                if failed_iterations >= cfg.max_failed_iterations:
-                    return LoopResult(steps, "provider_errors", ran)
-            else:
-                failed_iterations = 0
-            best = choose(steps)
-            if cfg.target_speedup and best and speedup(best.result) >= cfg.target_speedup:
-                stopped = "target" if ran < cfg.iterations else stopped
-                break
-            if out_of_budget or (usage.spent and ran < cfg.iterations):
+                stopped = "provider"
+            elif failed_in_a_row >= cfg.max_failed_iterations:
+                stopped = "provider_errors"
+            elif target_reached() and more:
+                stopped = "target"
+            elif out_of_budget or (usage.spent and more):
                 stopped = "budget"
+            if stopped != "iterations":
                 break
-    finally:
-        pool.shutdown(wait=True)
-    return LoopResult(steps, stopped, ran)
+    return LoopResult(steps, stopped, ran, fatal)
