@@ -85,7 +85,7 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
     req, _, _ = build_request(spec, None, opts, root=ROOT, cwd=ROOT)
     text = req.files[req.target.path]
 
-    for emit in ("constants", "autotune"):
+    for emit in args.emits.split(","):
         fresh_cache(tmp, f"geak-{emit}")
         runner = LocalRunner(workers=args.workers, device="cuda")
         try:
@@ -164,7 +164,8 @@ def table(rows: list[dict]) -> str:
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     sp = []
     for r in rows:
-        c, a, t = r["constants"], r["autotune"], r.get("triton", {})
+        c, t = r["constants"], r.get("triton", {})
+        a = r.get("autotune", {"improved": False, "speedup": None})
         s_c = c["speedup"] if c["improved"] else 1.0
         sp.append(s_c)
         out.append(
@@ -186,6 +187,7 @@ def main() -> int:
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--max-configs", type=int, default=48)
+    ap.add_argument("--emits", default="constants,autotune", help="edit forms to run, comma-separated")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
