@@ -115,19 +115,27 @@ def test_anthropic_provider_runs_the_same_loop(proj, llm, runner, capsys):
     assert rep["usage"]["calls"] == 2 and rep["usage"]["output_tokens"] > 0
 
 
-def test_a_cheating_answer_is_rejected_and_told_why(proj, llm, runner, capsys):
-    cheat = fence("""
+CHEATS = {
+    "no_triton_launch": """
         import torch
 
         def add_relu(x, y):
             return torch.relu(x + y)
-    """)
-    server = llm([{"text": cheat}, {"text": GOOD}])
+    """,
+    # Launches a kernel for show, and lets PyTorch compute the answer.
+    "torch_compute": kernel_variant(block=256, post="    out = torch.relu(x + y)"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CHEATS))
+def test_a_cheating_answer_is_rejected_and_told_why(proj, llm, runner, capsys, rule):
+    server = llm([{"text": fence(CHEATS[rule])}, {"text": GOOD}])
     code, rep, err = optimize(runner, capsys, "--iterations", "2")
     assert rep["candidates"][0]["outcome"] == "rejected"
-    assert "was rejected by the evaluator" in server.prompts()[1]
-    assert "no_triton_launch" in server.prompts()[1]
+    assert "was rejected by the evaluator" in server.prompts()[1] and rule in server.prompts()[1]
     assert rep["verified"] == ["i01-c0"] and code == 1
+    result = json.loads((steps_of(rep)["i00-c0"] / "result.json").read_text())
+    assert result["status"] == "rejected" and rule in {f["code"] for f in result["flags"]}
 
 
 def test_empty_and_garbage_answers_are_attempts_that_say_why(proj, llm, runner, capsys):
