@@ -5,9 +5,11 @@
 #
 # From the repository root on a CUDA or ROCm box with torch, triton, numpy and aiohttp. No
 # network is needed: the scripted server (tests/llm_server.py) answers on loopback, the official
-# openai / anthropic SDKs talk to it. If the SDKs are not installed, wheels in ./.whl are used
-# (made on a machine with network by `../shared/device-wheels.sh openai==3.57.0 anthropic==2.16.0`
-# or `pip download`).
+# openai / anthropic SDKs talk to it. If the SDKs are not installed, wheels in ./.whl are used,
+# made on a machine with network, from the repository root:
+#   ../shared/device-wheels.sh openai==3.57.0 anthropic==2.16.0
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl typing_extensions==4.16.0
+# (pydantic, which both SDKs use, needs typing_extensions >= 4.16, newer than a GPU image may have).
 #
 # What runs, for examples/softmax.py::softmax on the GPU:
 #   1. geak optimize --strategy llm --provider openai --model scripted --iterations 4, replaying
@@ -37,7 +39,7 @@ if ! $PY -c "import openai, anthropic" 2>/dev/null; then
   $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/geak-site .whl/*.whl || exit 2
   export PYTHONPATH=/tmp/geak-site:$PYTHONPATH
   $PY -c "import openai, anthropic; print('openai', openai.__version__, 'anthropic', anthropic.__version__)" \
-    || { echo "the SDKs from ./.whl do not import (a dependency missing from .whl?)" >&2; exit 2; }
+    || { echo "the SDKs from ./.whl do not import: a dependency is missing from .whl (see this script's header)" >&2; exit 2; }
 fi
 $PY -c "import aiohttp" || { echo "aiohttp is needed for the scripted server" >&2; exit 2; }
 unset OPENAI_API_KEY ANTHROPIC_API_KEY
