@@ -426,3 +426,13 @@ def test_tuning_matmul_prunes_then_verifies_under_the_interpreter(tmp_path, runn
     b = dot_blocks(["BLOCK_M", "BLOCK_N", "BLOCK_K"])
     # case 0 is fp16: no evaluated config breaks the limits for 2-byte elements
     assert all(static_limit({**report.original, **t.config}, b, "sm_80", 2, {}) is None for t in report.trials)
+
+
+def test_configs_that_spill_on_the_target_are_pruned_from_the_aot_report(tmp_path, runner):
+    # One 12,000-wide row in a 16,384 block: over one warp that is 512 fp32 values per thread.
+    p = Project(tmp_path).write("sm.py", (ROOT / "examples" / "softmax.py").read_text())
+    report = tune(runner, p.request("sm.py::softmax", cases=[2]), "sm_90", max_configs=4, trials_per_case=1)
+    by_warps = {t.config["num_warps"]: t for t in report.trials}
+    assert by_warps[1].correct and by_warps[1].pruned and "spills" in by_warps[1].pruned
+    assert by_warps[16].correct and not by_warps[16].pruned
+    assert all(r.arch == "sm_90" and r.registers for r in by_warps[16].resources)
