@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.tune.knobs import find_launch_sites, render_autotune_launch  # noqa: E402
-from agent.tune.tuner import search_space, shape_key, tune  # noqa: E402
+from agent.tune.tuner import (_BYTES, DEFAULT_LAUNCH, dot_blocks, search_space, shape_key,  # noqa: E402
+                              static_limit, tune)
 from runner.local import LocalRunner  # noqa: E402
 from runner.schema import EvalOptions, Target, to_dict  # noqa: E402
 from runner.source import build_request  # noqa: E402
@@ -117,6 +118,14 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
     # Triton's @triton.autotune over the same space (same budget when the space is larger).
     (site,) = find_launch_sites(text, wrapper)[:1]
     space = search_space(site, "cuda", "tl.dot" in text)
+    trials = row["_trials"]
+    blocks = dot_blocks(k.name for k in site.knobs) if "tl.dot" in text else None
+    if blocks:  # the same static pruning as geak's, so both search the same set
+        sizes = [_BYTES.get(ty.lstrip("*"), 4) for t in trials for r in t.resources if r.kernel == site.kernel
+                 for ty in r.arg_types.split(", ") if ty.startswith("*")]
+        elem = max(sizes) if sizes else 4
+        base_cfg = {k.name: k.value for k in site.knobs}
+        space = [c for c in space if static_limit({**base_cfg, **c}, blocks, "sm_90", elem, DEFAULT_LAUNCH["cuda"]) is None]
     sampled = len(space) > args.max_configs
     if sampled:  # the same budget as geak's search; the original's config always among them
         original = {n: v for n, v in next((c for c in space if all(c.get(k.name) == k.value for k in site.knobs)),
