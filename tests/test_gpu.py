@@ -117,3 +117,20 @@ def test_event_timer_tampering_on_gpu(gproject, gpu_runner):
     r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
     assert r.status == "rejected" and "tampering" in flag_codes(r, "reject")
     assert r.timing is None
+
+
+def test_tuner_finds_and_confirms_a_better_launch(gproject, gpu_runner):
+    # A 32-element block with one warp on 64M elements: plainly mistuned for any GPU.
+    from agent.tune.tuner import tune
+    gproject.write("slow.py", BIG.replace("BLOCK=256)", "BLOCK=32, num_warps=1)").replace("cdiv(n, 256)", "cdiv(n, 32)"))
+    req = gproject.request("slow.py::add_relu")
+    arch = gpu_runner.device_info().arch
+    report = tune(gpu_runner, req, arch, max_configs=12, trials_per_case=2, timed=True)
+    assert report.improved, report.message
+    assert report.best["BLOCK"] >= 128 and report.best_speedup > 1.5
+    conf = report.confirmation
+    assert conf.status == "ok" and conf.correct and conf.timing.speedup == report.best_speedup
+    assert "BLOCK=%d" % report.best["BLOCK"] in report.source
+    # The autotune form: the kernel decides per shape, and the edit is confirmed the same way.
+    report = tune(gpu_runner, req, arch, max_configs=12, trials_per_case=2, timed=True, emit="autotune")
+    assert report.improved and "@triton.autotune(" in report.source and report.autotune_key == ["n"]
