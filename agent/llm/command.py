@@ -267,8 +267,12 @@ def _report(base, s, run, baseline: EvalResult, names, result, usage: Usage, cfg
                        f"({', '.join(rep.verified)}) on {rep.device or 'the runner'}, but nothing was timed "
                        f"({ok[0].result.timing_unavailable or 'no timing'}); timing needs a GPU, so none is "
                        f"offered as faster. Their code is in {run.path}/steps/<id>/candidate.py")
+    elif not any(st.source is not None for st in steps):
+        failed = sum(st.outcome == "provider_error" for st in steps)
+        rep.message = (f"the model gave no candidate: {failed} call(s) failed, "
+                       f"{n - failed} answer(s) held no usable code" if n else "no attempt was made")
     else:
-        rep.message = f"none of the {n} candidates was correct"
+        rep.message = f"none of the {n} attempts gave a correct candidate"
     return rep
 
 
@@ -279,7 +283,7 @@ def render_llm(rep: Report) -> str:
         lines.append(f"device     {rep.device}")
     lines.append(f"knowledge  {', '.join(rep.knowledge)}")
     if rep.candidates:
-        rows = [("candidate", "prompt", "outcome", "speedup", "what the evaluator said")]
+        rows = [("candidate", "prompt", "outcome", "speedup", "detail")]
         for c in rep.candidates:
             rows.append((c.id, c.kind, c.outcome.replace("_", " "),
                          f"{c.speedup:.3f}x" if c.speedup is not None else "-", (c.message or "")[:100]))
