@@ -97,6 +97,24 @@ def run_load(make_runner, n_clients, m_evals, args, on_half=None):
             "lost_detail": lost[:10], "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
             "wall_s": round(wall, 2), "evals_per_min": round(60 * (n - len(lost)) / wall, 1) if wall else None,
             "latency_p50_s": pct(lat, 0.5), "latency_p95_s": pct(lat, 0.95),
+            "latency_mean_s": round(statistics.mean(lat), 3) if lat else None, "_lat": lat}
+
+
+def merge(runs):
+    """Several rounds of one phase as one: counts and wall times add, latencies pool."""
+    lat = [x for r in runs for x in r["_lat"]]
+    n = sum(r["completed"] for r in runs)
+    wall = sum(r["wall_s"] for r in runs)
+    statuses: dict = {}
+    for r in runs:
+        for k, v in r["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    return {"rounds": len(runs), "evaluations": sum(r["evaluations"] for r in runs), "completed": n,
+            "lost": sum(r["lost"] for r in runs), "lost_detail": [x for r in runs for x in r["lost_detail"]][:10],
+            "statuses": statuses, "wall_s": round(wall, 2),
+            "evals_per_min": round(60 * n / wall, 1) if wall else None,
+            "evals_per_min_by_round": [r["evals_per_min"] for r in runs],
+            "latency_p50_s": pct(lat, 0.5), "latency_p95_s": pct(lat, 0.95),
             "latency_mean_s": round(statistics.mean(lat), 3) if lat else None}
 
 
@@ -138,6 +156,15 @@ class Daemon:
         time.sleep(0.5)
         self.start()
 
+    def cpu_s(self):
+        """CPU seconds the daemon process itself has used (its workers not included)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -159,36 +186,22 @@ def main():
     p.add_argument("--candidate", default="examples/softmax_fast.py::softmax")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--cases", default=None, help="case indices, e.g. 0,1 (default: all)")
+    p.add_argument("--rounds", type=int, default=2, help="alternating local/daemon rounds (default 2)")
     p.add_argument("--kill-restart", action="store_true",
                    help="also: SIGKILL the daemon halfway through a second load and restart it")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     N, M = args.clients, args.evals
-    summary = {"what": f"{N} concurrent clients x {M} evaluations of {args.target} vs {args.candidate}",
+    summary = {"what": f"{N} concurrent clients x {M} evaluations of {args.target} vs {args.candidate}, "
+                       f"{args.rounds} alternating rounds of local and daemon",
                "device": args.device, "workers": args.workers, "trials": args.trials, "cases": args.cases,
                "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.node()}}
 
-    # ---- local runner: the same pool size, N threads sharing it (as one editor process would)
+    # Both runners are up at once and the phases alternate (local, daemon, local, daemon, ...), so
+    # that whatever else the machine does hits both alike. Same pool size on both sides; the
+    # local runner is shared by the N client threads, as one editor process would share it.
     local = LocalRunner(workers=args.workers, device=args.device)
-    try:
-        first = local.evaluate(make_request(args))  # start the workers, compile once
-        summary["device_info"] = {"name": first.device.name if first.device else None,
-                                  "backend": first.device.backend if first.device else None}
-        summary["single_result"] = {"status": first.status, "message": first.message,
-                                    "speedup": first.timing.speedup if first.timing else None}
-        for _ in range(2):  # every worker started and warm (concurrent, so each worker gets one)
-            local.evaluate_many([make_request(args) for _ in range(args.workers)])
-
-        def shared(k):
-            return local
-        summary["local_sequential"] = run_load(shared, 1, M, args)
-        summary["local"] = run_load(shared, N, M, args)
-    finally:
-        local.close()
-    print("local :", json.dumps(summary["local"]), flush=True)
-
-    # ---- the daemon, N RemoteRunner clients
     tmp = Path(tempfile.mkdtemp(prefix="geak-load-"))
     tf = tmp / "token"
     tf.write_text(secrets.token_urlsafe(32))
@@ -198,21 +211,48 @@ def main():
     t0 = time.monotonic()
     d.start()
     summary["daemon_start_s"] = round(time.monotonic() - t0, 2)
+
+    def shared(k):
+        return local
+
+    def remote(k):
+        return RemoteRunner(d.url, token, reconnect_s=300)
+
     try:
+        first = local.evaluate(make_request(args))  # start the workers, compile once
+        summary["device_info"] = {"name": first.device.name if first.device else None,
+                                  "backend": first.device.backend if first.device else None}
+        summary["single_result"] = {"status": first.status, "message": first.message,
+                                    "speedup": first.timing.speedup if first.timing else None}
         warm = RemoteRunner(d.url, token)
-        for _ in range(2):  # the daemon's workers start and warm, as the local ones did
+        for _ in range(2):  # every worker on both sides started and warm (concurrent: one each)
+            local.evaluate_many([make_request(args) for _ in range(args.workers)])
             warm.evaluate_many([make_request(args) for _ in range(args.workers)])
         warm.close()
-
-        def remote(k):
-            return RemoteRunner(d.url, token, reconnect_s=300)
-        summary["daemon_sequential"] = run_load(remote, 1, M, args)
-        summary["daemon"] = run_load(remote, N, M, args)
+        rounds: dict[str, list] = {k: [] for k in ("local_sequential", "daemon_sequential", "local", "daemon")}
+        cpu = []
+        for r in range(args.rounds):
+            rounds["local_sequential"].append(run_load(shared, 1, M, args))
+            rounds["daemon_sequential"].append(run_load(remote, 1, M, args))
+            rounds["local"].append(run_load(shared, N, M, args))
+            cpu0 = d.cpu_s()
+            rounds["daemon"].append(run_load(remote, N, M, args))
+            cpu1 = d.cpu_s()
+            if cpu0 is not None and cpu1 is not None:
+                cpu.append((cpu1 - cpu0) / (N * M))
+            print(f"round {r + 1}: local {rounds['local'][-1]['evals_per_min']}/min, daemon "
+                  f"{rounds['daemon'][-1]['evals_per_min']}/min", flush=True)
+        for k, runs in rounds.items():
+            summary[k] = merge(runs)
+        summary["daemon"]["daemon_cpu_s_per_eval"] = round(statistics.mean(cpu), 4) if cpu else None
+        print("local :", json.dumps(summary["local"]), flush=True)
         print("daemon:", json.dumps(summary["daemon"]), flush=True)
         if args.kill_restart:
             summary["daemon_kill9_restart"] = run_load(remote, N, M, args, on_half=d.kill9_restart)
+            summary["daemon_kill9_restart"].pop("_lat")
             print("kill-9:", json.dumps(summary["daemon_kill9_restart"]), flush=True)
     finally:
+        local.close()
         summary["daemon_exit_code_on_sigterm"] = d.stop()
     lo, dm = summary["local"], summary["daemon"]
     n = lo["evaluations"]

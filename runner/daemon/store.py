@@ -145,6 +145,9 @@ class Store:
         """Take the oldest queued job for ``lane``: ``(id, request_json, attempts)`` or None.
         ``attempts`` counts this start."""
         with self._lock:
+            # A claim lost to a power cut only runs the job again, so it need not wait for fsync
+            # (the next durable commit writes it too); submissions and results do wait.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
@@ -157,6 +160,8 @@ class Store:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
         return (row[0], row[1], row[2] + 1) if row else None
 
     def finish(self, jid: str, result_json: str) -> bool:
