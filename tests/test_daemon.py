@@ -179,6 +179,8 @@ def test_malformed_and_oversized_bodies(daemon, project):
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
         r = h.get("/v1/nowhere")
         assert r.status_code == 404 and "error" in r.json()
+        r = h.post("/v1/jobs", content=b"[" * 100000 + b"]" * 100000, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "nested too deeply" in r.json()["error"]["message"]
         r = h.post("/v1/results", json={"ids": "x"})
         assert r.status_code == 400
         assert h.get("/v1/queue").json()["jobs"]["queued"] == 0  # nothing bad was queued

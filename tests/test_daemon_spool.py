@@ -81,3 +81,8 @@ def test_spool_without_a_runner_says_so(tmp_path, project):
     res = SpoolRunner(tmp_path / "empty").evaluate(quick(project))
     assert res.error.kind == "runner_unavailable" and "no runner serves" in res.message
     assert list((tmp_path / "empty").iterdir()) == []
+    # A runner that stopped (or died: its heartbeat goes stale) is noticed once nothing is picked up.
+    (tmp_path / "empty" / "runner.json").write_text(json.dumps({"schema": "geak.eval/1", "alive_until": 0}))
+    res = SpoolRunner(tmp_path / "empty", pickup_s=0.5).evaluate(quick(project))
+    assert res.error.kind == "runner_unavailable" and "no runner picked up" in res.message
+    assert [p.name for p in (tmp_path / "empty").iterdir()] == ["runner.json"]  # request withdrawn

@@ -140,6 +140,8 @@ class Api:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ApiError(400, "bad_request", f"the request body is not JSON: {e}") from None
+        except RecursionError:
+            raise ApiError(400, "bad_request", "the request body is nested too deeply") from None
 
     @staticmethod
     def _wait_param(value, where: str) -> float:

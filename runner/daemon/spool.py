@@ -152,6 +152,9 @@ class Spool:
                 return
             try:
                 data = json.loads(raw)
+            except RecursionError:
+                self._reject(jid, f"{name} is nested too deeply")
+                return
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 if time.time() - st.st_mtime < FRESH_S:
                     return  # probably still being written; its next event brings it back
