@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -327,6 +326,9 @@ def test_sigterm_drains_running_jobs(tmp_path, project):
         assert res.status_code == 200 and res.json()["status"] == "ok"
     assert d.proc.wait(60) == 0
     d.start()
+    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--port", "0", "--state", str(d.state)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and f"(pid {d.proc.pid}) is using the state directory" in p.stderr
     with d.http(None) as h:
         assert h.get("/v1/jobs/drain-1").json()["state"] == "done"
         assert h.get("/v1/jobs/late-1").status_code == 404

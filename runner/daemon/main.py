@@ -79,6 +79,31 @@ def check_args(args) -> tuple[Optional[str], Optional[ssl.SSLContext]]:
     return token, ctx
 
 
+def _lock_state(state: Path):
+    """One daemon per state directory: a second one would re-run the first one's running jobs."""
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        f = open(state / "daemon.lock", "a+")
+    except OSError as e:
+        raise UsageError(f"cannot open the state directory {state}: {e.strerror or e}") from None
+    try:
+        import fcntl
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:
+        return f
+    except OSError:
+        f.seek(0)
+        other = f.read().strip() or "?"
+        f.close()
+        raise UsageError(f"another geak-runner serve (pid {other}) is using the state directory {state}; "
+                         "give each daemon its own --state") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
 async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> int:
     from aiohttp import web
 
@@ -87,6 +112,7 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     from .store import Store
 
     state = Path(args.state) if args.state else default_state_dir()
+    lock = _lock_state(state)  # noqa: F841 (held open for the daemon's lifetime)
     try:
         store = Store(state)
     except Exception as e:

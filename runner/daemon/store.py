@@ -12,7 +12,6 @@ existing job; the same id with a different request is a conflict.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sqlite3
 import threading
@@ -171,13 +170,6 @@ class Store:
                                    "WHERE id=? AND state='running'", (result_json, time.time(), jid))
             return cur.rowcount == 1
 
-    def finish_queued(self, jid: str, result_json: str) -> bool:
-        """Give a queued job its result without running it (e.g. given up after restarts)."""
-        with self._lock:
-            cur = self._db.execute("UPDATE jobs SET state='done', result=?, finished=? "
-                                   "WHERE id=? AND state='queued'", (result_json, time.time(), jid))
-            return cur.rowcount == 1
-
     def cancel(self, jid: str) -> Optional[str]:
         """Cancel a queued job. Returns the job's state after the call, None if unknown."""
         with self._lock:
@@ -234,6 +226,3 @@ class Busy(RuntimeError):
         super().__init__(f"the queue is full ({queued} jobs waiting)")
         self.queued = queued
 
-
-def result_dict(text: Optional[str]) -> Optional[dict]:
-    return json.loads(text) if text else None
