@@ -161,7 +161,7 @@ def test_provider_failures_stop_the_run_cleanly_and_keep_the_run_directory(proj,
     step = json.loads((steps_of(rep)["i01-c0"] / "step.json").read_text())
     assert step["error_kind"] == kind and step["outcome"] == "provider_error"
     assert rep["usage"]["failed_calls"] == 2
-    assert "every model call failed" in err
+    assert "every model call failed" in err and "the model gave no candidate: 2 call(s) failed" in rep["message"]
 
 
 def test_a_rate_limit_costs_one_attempt_then_the_run_goes_on(proj, llm, runner, capsys):
