@@ -43,6 +43,10 @@ class RunnerUnavailable(PoolError):
         self.reason, self.message, self.hint = reason, message, hint
 
 
+class BatchTooLarge(Exception):
+    pass
+
+
 def _unavailable_result(req_id: str, e: RunnerUnavailable) -> EvalResult:
     return EvalResult(status="crashed", correct=False, id=req_id, message=e.message,
                       error=ErrorInfo(kind="runner_unavailable", side="harness", message=e.message, hint=e.hint))
@@ -151,6 +155,8 @@ class RemoteRunner:
                                             hint="try again later, or give the daemon a larger --max-queue")
                 time.sleep(max(0.2, min(wait, 30.0)))
                 continue
+            if code == "batch_too_large":
+                raise BatchTooLarge(msg)
             if code == "schema_mismatch":
                 raise RunnerUnavailable("version", f"version mismatch: {msg}",
                                         hint="install the same geak version on both sides")
@@ -232,7 +238,15 @@ class RemoteRunner:
 
     def _submit(self, items: list[tuple[str, EvalRequest]]):
         body = {"requests": [json.loads(to_json(r)) | {"id": jid} for jid, r in items]}
-        self._call("POST", "/v1/jobs", body, busy_deadline=time.monotonic() + self.busy_s)
+        try:
+            self._call("POST", "/v1/jobs", body, busy_deadline=time.monotonic() + self.busy_s)
+        except BatchTooLarge:  # the daemon's queue is smaller than our batches: halve them
+            if len(items) == 1:
+                raise RunnerUnavailable("rejected", f"the runner at {self.url} refused a single job as "
+                                        "too large a batch") from None
+            self.batch = max(1, len(items) // 2)
+            for start in range(0, len(items), self.batch):
+                self._submit(items[start:start + self.batch])
 
     def _cancel(self, ids: list[str]):
         for jid in ids[:256]:

@@ -268,6 +268,8 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
             busy = h.post("/v1/jobs", json={"requests": [body(quick(project), f"extra-{i}") for i in range(3)]})
             assert busy.status_code == 429 and int(busy.headers["Retry-After"]) >= 1
             assert busy.json()["error"]["code"] == "busy"
+            too_big = h.post("/v1/jobs", json={"requests": [body(quick(project), f"big-{i}") for i in range(4)]})
+            assert too_big.status_code == 413 and "--max-queue" in too_big.json()["error"]["message"]
             assert h.post("/v1/jobs/job-C/cancel").json()["state"] == "cancelled"
             wait_state(h, "job-A", "running")
             t0 = time.monotonic()
@@ -305,6 +307,8 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
         assert runs(marks["Z"]) == 1 and runs(marks["B"]) == 2 and runs(marks["C"]) == 0  # B: job + client
         assert runs(marks["A"]) == 2
         assert q == {"queued": 0, "running": 0, "done": 4, "cancelled": 1}  # Z A B + the client's; C
+        # A client whose batch is larger than the daemon's queue (3) splits it and waits out "busy".
+        assert [r.status for r in d.client().evaluate_many([quick(project) for _ in range(5)])] == ["ok"] * 5
     finally:
         d.stop()
 

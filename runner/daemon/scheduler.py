@@ -135,8 +135,9 @@ class Scheduler:
     def on_done(self, fn: Callable[[str], None]):
         self._listeners.append(fn)
 
-    def retry_after(self, queued: int) -> int:
-        return int(max(1, min(120, round(self._ema_s * (queued + 1) / max(1, self.slots)))))
+    def retry_after(self, excess: int) -> int:
+        """Seconds until ``excess`` queued jobs have likely started (for Retry-After)."""
+        return int(max(1, min(60, round(self._ema_s * excess / max(1, self.slots)))))
 
     # ------------------------------------------------------------------ life cycle
 

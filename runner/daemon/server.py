@@ -212,13 +212,16 @@ class Api:
             parsed = [self._parse_request(d, f"requests[{i}]") for i, d in enumerate(items)]
         else:
             parsed = [self._parse_request(data, "EvalRequest")]
+        if len(parsed) > self.scheduler.max_queue:
+            raise ApiError(413, "batch_too_large", f"a batch of {len(parsed)} requests can never fit this "
+                           f"runner's queue ({self.scheduler.max_queue}, its --max-queue); send smaller batches")
         try:
             jobs = await asyncio.to_thread(self.store.submit, parsed, "http", self.scheduler.max_queue)
         except Conflict as e:
             raise ApiError(409, "conflict", str(e)) from None
         except Busy as e:
             raise ApiError(429, "busy", f"the runner is busy: {e}; retry later",
-                           retry_after=self.scheduler.retry_after(e.queued)) from None
+                           retry_after=self.scheduler.retry_after(e.excess)) from None
         if any(created for _, created in jobs):
             self.scheduler.wake()
         body = {"jobs": [{**job.summary(), "created": created} for job, created in jobs]}

@@ -125,7 +125,7 @@ class Store:
                 if max_queued is not None and new:
                     queued = cur.execute("SELECT COUNT(*) FROM jobs WHERE state='queued'").fetchone()[0]
                     if queued + new > max_queued:
-                        raise Busy(queued)
+                        raise Busy(queued, queued + new - max_queued)
                 for jid, text, d, kind in plan:
                     if kind == "new":
                         cur.execute("INSERT INTO jobs (id, digest, request, state, origin, submitted) "
@@ -222,7 +222,9 @@ class Store:
 
 
 class Busy(RuntimeError):
-    def __init__(self, queued: int):
+    def __init__(self, queued: int, excess: int = 1):
         super().__init__(f"the queue is full ({queued} jobs waiting)")
         self.queued = queued
+        self.excess = excess
+        """How many queued jobs must start before the refused submission fits."""
 
