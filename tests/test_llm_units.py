@@ -108,8 +108,11 @@ def test_bm25_finds_the_kernel_most_like_the_query_and_never_the_target_itself(t
 def test_retrieval_takes_a_user_directory(tmp_path):
     (tmp_path / "mine.py").write_text("import triton\n@triton.jit\ndef zebra_quux_kernel(x):\n    pass\n")
     (tmp_path / "notes.py").write_text("zebra_quux = 1  # no kernel: not in the corpus\n")
+    (tmp_path / "prose.py").write_text('import triton\n"""zebra quux zebra quux"""\n@triton.jit\n'
+                                       'def k(x):\n    assert x, "zebra quux"  # zebra quux\n')
     corpus = Corpus(corpus_files([tmp_path]))
-    assert corpus.best("zebra quux").path.endswith("mine.py")
+    assert corpus.best("zebra quux").path.endswith("mine.py")  # code, not comments or strings
+    assert [d for d in corpus.index.docs if d.path.endswith("prose.py")][0].toks.get("zebra") is None
     assert all(not d.path.endswith("notes.py") for d in corpus.index.docs)
     assert len(Corpus(corpus_files([tmp_path / "missing"]))) == len(Corpus(corpus_files()))
 

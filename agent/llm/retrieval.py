@@ -11,8 +11,10 @@ target file itself is never its own example.
 
 from __future__ import annotations
 
+import io
 import math
 import re
+import tokenize
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +28,27 @@ _STOP = {"self", "def", "return", "import", "from", "as", "in", "for", "if", "el
          "and", "or", "not", "is", "none", "true", "false", "with", "to", "torch", "triton", "tl", "x"}
 
 
+def code_only(text: str) -> str:
+    """The text with comments and string literals (docstrings, messages) blanked out:
+    similarity of code, not of prose."""
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return text
+    starts = [0]
+    for ln in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(ln))
+    out = list(text)
+    for t in toks:
+        if t.type in (tokenize.COMMENT, tokenize.STRING):
+            a, b = starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1]
+            out[a:b] = " " * (b - a)
+    return "".join(out)
+
+
 def tokens(text: str) -> list[str]:
     out: list[str] = []
-    for w in _WORD.findall(text):
+    for w in _WORD.findall(code_only(text)):
         if w.startswith("tl."):
             out.append(w)
             w = w[3:]
