@@ -11,6 +11,8 @@ message. A reply is one of:
   {"status": 429, "error": "slow down"}    an HTTP error in the API's own error format
   {"delay_s": 3, ...}                      wait before answering (for client timeouts)
   {"usage": {"input": 10, "output": 20}}   token counts to report (default: len/4)
+  {"cut": true, ...}                       the answer stopped at the token limit
+                                           (finish_reason "length" / stop_reason "max_tokens")
 
 Every request received is kept (``server.requests``: api, headers, body, prompt), so tests can
 check what the loop sent. When the transcript is spent the server answers 500.
@@ -146,7 +148,7 @@ class ScriptedLLM:
         if body.get("stream"):
             try:
                 return await (self._openai_stream if api == "openai" else self._anthropic_stream)(
-                    request, text, model, n_in, n_out, body)
+                    request, text, model, n_in, n_out, body, bool(reply.get("cut")))
             except ConnectionResetError:  # the client gave up (its timeout): nothing to answer
                 return web.Response(status=499)
         if api == "openai":
@@ -154,18 +156,19 @@ class ScriptedLLM:
                 "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion",
                 "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "stop"}],
+                             "finish_reason": "length" if reply.get("cut") else "stop"}],
                 "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}})
         return web.json_response({
             "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "max_tokens" if reply.get("cut") else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": n_in, "output_tokens": n_out}})
 
     @staticmethod
     def _chunks(text: str, size: int = 64) -> list[str]:
         return [text[i:i + size] for i in range(0, len(text), size)] or []
 
-    async def _openai_stream(self, request, text, model, n_in, n_out, body) -> web.StreamResponse:
+    async def _openai_stream(self, request, text, model, n_in, n_out, body, cut) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         cid, created = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
@@ -180,14 +183,14 @@ class ScriptedLLM:
         await send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         for piece in self._chunks(text):
             await send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
-        await send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+        await send([{"index": 0, "delta": {}, "finish_reason": "length" if cut else "stop"}])
         if (body.get("stream_options") or {}).get("include_usage"):
             await send([], {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out})
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
 
-    async def _anthropic_stream(self, request, text, model, n_in, n_out, body) -> web.StreamResponse:
+    async def _anthropic_stream(self, request, text, model, n_in, n_out, body, cut) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
 
@@ -205,7 +208,8 @@ class ScriptedLLM:
                                                 "delta": {"type": "text_delta", "text": piece}})
         await event("content_block_stop", {"type": "content_block_stop", "index": 0})
         await event("message_delta", {"type": "message_delta",
-                                      "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                      "delta": {"stop_reason": "max_tokens" if cut else "end_turn",
+                                                "stop_sequence": None},
                                       "usage": {"output_tokens": n_out}})
         await event("message_stop", {"type": "message_stop"})
         await resp.write_eof()

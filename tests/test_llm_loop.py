@@ -152,6 +152,16 @@ def test_empty_and_garbage_answers_are_attempts_that_say_why(proj, llm, runner, 
     assert step["extraction"] == "json" and step["notes"] == "fewer programs"
 
 
+def test_an_answer_cut_at_the_token_limit_is_told_so(proj, llm, runner, capsys):
+    half = fence(kernel_variant(block=512))[:300]  # the module stops mid-kernel, its fence open
+    server = llm([{"text": half, "cut": True}, {"text": GOOD}])
+    code, rep, err = optimize(runner, capsys, "--iterations", "2", provider="anthropic")
+    assert rep["candidates"][0]["outcome"] == "no_code"
+    assert "cut off at the max-tokens limit" in server.prompts()[1]
+    assert json.loads((steps_of(rep)["i00-c0"] / "step.json").read_text())["truncated"] is True
+    assert rep["candidates"][1]["outcome"] == "correct"
+
+
 @pytest.mark.parametrize("reply,kind", [({"status": 429, "error": "rate limited, slow down"}, "rate_limit"),
                                         ({"status": 500, "error": "upstream exploded"}, "server"),
                                         ({"delay_s": 3, "text": GOOD}, "timeout")])

@@ -80,11 +80,13 @@ def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, options:
             step.error, step.error_kind, step.outcome = e.message, e.kind, PROVIDER_ERROR
         else:
             step.response, step.input_tokens, step.output_tokens = done.text, done.input_tokens, done.output_tokens
+            step.truncated = done.finish_reason in ("length", "max_tokens")
+            cut = " (the answer was cut off at the max-tokens limit: write less prose)" if step.truncated else ""
             try:
                 code = extract(done.text, task.symbol)
-                step.source, step.notes, step.extraction = code.source, code.notes, code.how
+                step.source, step.notes, step.extraction = code.source, code.notes, code.how + cut
             except NoCode as e:
-                step.extraction, step.outcome = str(e), NO_CODE
+                step.extraction, step.outcome = str(e) + cut, NO_CODE
         step.seconds = time.monotonic() - t0
         run.save(step)
         return step

@@ -33,6 +33,8 @@ class Step:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
+    truncated: bool = False
+    """The answer stopped at the max-tokens limit."""
 
     @property
     def finished(self) -> bool:

@@ -91,5 +91,8 @@ def reflect(step: Step, task_block: str, symbol: str) -> tuple[str, str]:
     if step.outcome == "rejected":
         return "fix_rejected", prompts.render("reflect_rejected", task=task_block, candidate=step.source,
                                               flags=flags_text(r))
+    error = error_text(r)
+    if step.truncated:
+        error += "\n\nNote: your answer was cut off at the max-tokens limit; the code above may be incomplete."
     return "fix_did_not_run", prompts.render("reflect_did_not_run", task=task_block, candidate=step.source,
-                                             status=r.status, error=error_text(r))
+                                             status=r.status, error=error)
