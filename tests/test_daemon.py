@@ -258,7 +258,7 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
     try:
         marks = {k: tmp_path / f"{k}.runs" for k in "ZABC"}
         for k, m in marks.items():
-            project.write(f"{k}.py", marked(m, sleep=0 if k == "Z" else 2.5))
+            project.write(f"{k}.py", marked(m, sleep=0 if k == "Z" else 1.5))
         reqs = {k: body(quick(project, candidate=f"{k}.py::add_relu"), f"job-{k}") for k in "ZABC"}
         with d.http() as h:
             assert h.post("/v1/jobs", json=reqs["Z"]).status_code == 202

@@ -64,8 +64,8 @@ try:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 except Exception:
     pass
-if os.getppid() == 1:
-    sys.exit(1)  # the daemon is already gone
+if str(os.getppid()) != os.environ.get("GEAK_DAEMON_PID", str(os.getppid())):
+    sys.exit(1)  # the daemon is already gone (this process was handed to another parent)
 os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 """
 
@@ -95,7 +95,9 @@ class Lane:
         self.index = index
         self.gpu = gpu
         self.workers = workers
-        env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
+        env = {"GEAK_DAEMON_PID": str(os.getpid())}
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         self.runner = LocalRunner(workers=workers, device=device, env=env, python=python)
         self._info: Optional[DeviceInfo] = None
 
