@@ -1,0 +1,69 @@
+"""Hover on a kernel or wrapper: the last measurement from the workspace store."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from .store import Record, Store
+from .targets import DocumentTargets, Target
+
+
+def _ago(ts: float) -> str:
+    s = max(0, time.time() - ts)
+    if s < 90:
+        return f"{s:.0f} s ago"
+    if s < 5400:
+        return f"{s / 60:.0f} min ago"
+    if s < 36 * 3600:
+        return f"{s / 3600:.1f} h ago"
+    return f"{s / 86400:.0f} days ago"
+
+
+def _ms(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str) -> str:
+    symbol = target.evaluated
+    rec: Optional[Record] = store.latest(path, symbol)
+    title = f"**GEAK** `{target.name}`" + (f" (measured through `{symbol}`)" if symbol != target.name else "")
+    if rec is None:
+        return (title + "\n\nNot measured yet. Run **Benchmark with GEAK** (measure only) or "
+                "**Optimize with GEAK** on it.")
+    stale = doc.syntax_error is None and doc.source_hash(target) != rec.source_hash
+    lines = [title, ""]
+    what = "benchmark" if rec.kind == "benchmark" else "optimize run"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.measured_at))
+    lines.append(f"{what} on **{rec.device}**, {when} ({_ago(rec.measured_at)})"
+                 + (" — **stale**: the source changed since" if stale else ""))
+    lines.append("")
+    lines.append(("correct on its inputs" if rec.correct else f"**{rec.status}**: {rec.message}")
+                 + (f"; not timed: {rec.timing_unavailable}" if rec.timing_unavailable else ""))
+    if rec.cases:
+        lines += ["", "| case | shapes | result | ms | % of peak |", "| --- | --- | --- | --- | --- |"]
+        for c in rec.cases:
+            res = "skipped" if c.skipped else ("pass" if c.passed else "FAIL")
+            peak = (f"{c.flops_pct_peak:.0f}% FLOP" if c.flops_pct_peak is not None else
+                    f"{c.bw_pct_peak:.0f}% BW" if c.bw_pct_peak is not None else "-")
+            shapes = c.shapes.replace("|", "\\|")
+            lines.append(f"| {c.label} | {shapes} | {res} | {_ms(c.ref_ms)} | {peak} |")
+    kernels = [target.name] if target.kind == "kernel" else (target.kernels or rec.kernels)
+    res = [r for r in rec.resources if r.kernel in kernels] or rec.resources
+    if res:
+        lines += ["", f"ahead-of-time compile for {res[0].arch}:", "",
+                  "| kernel | config | registers | spills | shared memory | occupancy |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in res[:8]:
+            if r.error:
+                lines.append(f"| {r.kernel} | {r.config} | - | - | - | {r.error[:80]} |")
+                continue
+            shared = "-" if r.shared_bytes is None else (
+                f"{r.shared_bytes} B" + (f" of {r.shared_limit} B" if r.shared_limit else ""))
+            lines.append(f"| {r.kernel} | {r.config} | {r.registers if r.registers is not None else '?'} | "
+                         f"{r.spill_bytes if r.spill_bytes is not None else '?'} B | {shared} | "
+                         f"{'-' if r.occupancy_pct is None else f'{r.occupancy_pct:.0f}%'} |")
+    others = [r for r in store.for_target(path, symbol) if r.device != rec.device][:3]
+    if others:
+        lines += ["", "also measured on: " + ", ".join(f"{r.device} ({_ago(r.measured_at)})" for r in others)]
+    return "\n".join(lines)

@@ -1,0 +1,633 @@
+"""The GEAK language server (pygls): thin handlers that fan out to one module per concern.
+
+    targets.py      syntax-tree discovery of kernels, wrappers, PyTorch functions and modules
+    actions.py      code actions (Optimize / Benchmark with GEAK, Add GEAK inputs, Apply GEAK result)
+    jobs.py         jobs off the event loop, a limit, cancellation
+    strategies.py   what a job does: benchmark, the tuner, the GEAK loop (agent/)
+    edits.py        a result module -> span edits of the document
+    diagnostics.py  findings per target, marked stale when the code changes
+    hover.py        the last measurement of a kernel or wrapper
+    store.py        measurements in .geak/, keyed by source hash + device
+    settings.py     geak.* from initializationOptions and workspace/configuration, validated
+
+Nothing here imports torch or triton: they live in the runner's worker subprocesses. Handlers
+that run on every keystroke or cursor move (code actions, hover) work from the cached syntax
+tree only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from lsprotocol import types as t
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+
+from . import __version__, actions, settings as settings_mod
+from .diagnostics import Diagnostics, Finding
+from .edits import Merge, MergeError, describe, line_range, merge
+from .hover import hover_text
+from .jobs import Job, JobManager
+from .settings import Settings
+from .store import Store, record_from_result
+from .strategies import Outcome, confirm
+from .targets import TargetCache, find_targets
+
+log = logging.getLogger("geak_lsp")
+ANNOTATION = "geak-result"
+INFO, WARN = t.DiagnosticSeverity.Information, t.DiagnosticSeverity.Warning
+
+
+class UserFacing(Exception):
+    """A problem the user can fix, in words (bad input, bad settings, no runner)."""
+
+
+@dataclass
+class Pending:
+    """A verified result that was not applied (the document changed, or the edit was declined)."""
+    job: Job
+    source: str
+    title: str
+    start_hash: str
+    result_hash: str
+
+
+class GeakServer(LanguageServer):
+    def __init__(self):
+        super().__init__("geak-lsp", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.init_options: Any = None
+        self.targets = TargetCache()
+        self.diags = Diagnostics()
+        self.pending: dict[str, Pending] = {}
+        self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done)
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self._stores: dict[Path, Store] = {}
+        self._roots: dict[str, tuple[Path, str]] = {}
+        self._runner = None
+        self._runner_key: Optional[tuple] = None
+        self._runner_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ messages
+
+    def log(self, message: str, kind: t.MessageType = t.MessageType.Info) -> None:
+        self.window_log_message(t.LogMessageParams(type=kind, message=message))
+
+    def tell(self, message: str, kind: t.MessageType = t.MessageType.Warning) -> None:
+        self.window_show_message(t.ShowMessageParams(type=kind, message=message))
+        self.log(message, kind)
+
+    def from_thread(self, fn, *args) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    # ------------------------------------------------------------------ settings
+
+    def apply_settings(self, *docs: Any) -> None:
+        s, problems = settings_mod.parse(self.init_options, *docs)
+        self.settings = s
+        self.jobs.resize(s.max_jobs)
+        for p in problems:
+            self.log("GEAK settings: " + p, t.MessageType.Warning)
+        if problems:
+            self.window_show_message(t.ShowMessageParams(
+                type=t.MessageType.Warning,
+                message="GEAK settings: " + " | ".join(problems)))
+
+    # ------------------------------------------------------------------ documents
+
+    def project(self, uri: str) -> tuple[Path, str]:
+        """(project root, path of the document relative to it); cached per document."""
+        hit = self._roots.get(uri)
+        if hit is None:
+            from runner.source import find_project_root
+            path = uris.to_fs_path(uri)
+            if not path:
+                raise UserFacing(f"{uri}: GEAK works on files on disk; save the document first")
+            f = Path(path).resolve()
+            root = find_project_root(f)
+            hit = (root, f.relative_to(root).as_posix())
+            self._roots[uri] = hit
+        return hit
+
+    def store(self, root: Path) -> Store:
+        st = self._stores.get(root)
+        if st is None:
+            st = self._stores[root] = Store(root)
+            if st.problem:
+                self.log("GEAK: " + st.problem, t.MessageType.Warning)
+        return st
+
+    def doc_targets(self, uri: str):
+        doc = self.workspace.get_text_document(uri)
+        return doc, self.targets.get(uri, doc.source)
+
+    def publish(self, uri: str) -> None:
+        try:
+            doc, found = self.doc_targets(uri)
+        except Exception:  # noqa: BLE001 - the document was closed
+            found = None
+        diags = self.diags.render(uri, found)
+        self.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
+
+    # ------------------------------------------------------------------ runner
+
+    def runner_for(self, s: Settings):
+        key = (s.runner_url, s.interpreter, s.workers)
+        with self._runner_lock:
+            if self._runner is not None and self._runner_key == key:
+                return self._runner
+            old = self._runner
+            if s.runner_url:
+                from agent.cli import make_runner
+                from runner.config import ConfigError
+                try:
+                    self._runner = make_runner(s.runner_url, "auto", s.workers)
+                except ConfigError as e:
+                    raise UserFacing(f"geak.runner.url: {e}") from None
+            else:
+                from runner.local import LocalRunner
+                self._runner = LocalRunner(workers=s.workers, device="interpreter" if s.interpreter else "auto")
+            self._runner_key = key
+        if old is not None:
+            threading.Thread(target=old.close, daemon=True).start()
+        return self._runner
+
+    # ------------------------------------------------------------------ jobs
+
+    async def start_job(self, kind: str, arg: Any) -> dict:
+        if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
+            raise UserFacing(f"geak.{kind}: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
+        uri, name = arg["uri"], arg["name"]
+        doc, found = self.doc_targets(uri)
+        if found.syntax_error:
+            raise UserFacing(f"GEAK: {Path(uris.to_fs_path(uri) or uri).name} does not parse "
+                             f"({found.syntax_error}); nothing was run")
+        target = found.by_name(name)
+        if target is None:
+            raise UserFacing(f"GEAK: no kernel, wrapper, PyTorch function or module named '{name}' in this file")
+        if target.kind == "kernel" and not target.wrappers:
+            raise UserFacing(f"GEAK: no function in this file launches {name}[grid](...); "
+                             "write a wrapper that does, then run GEAK on it")
+        busy = self.jobs.find(uri, target.evaluated)
+        if busy:
+            raise UserFacing(f"GEAK: {busy[0].id} is already running on {target.evaluated}")
+        job = Job(kind=kind, uri=uri, name=name, symbol=target.evaluated, version=doc.version,
+                  text=doc.source, source_hash=found.source_hash(target))
+        job.settings = self.settings  # type: ignore[attr-defined]
+        job.title = f"GEAK: {'optimizing' if kind == 'optimize' else 'benchmarking'} {name}"
+        caps = self.client_capabilities.window
+        if caps is not None and caps.work_done_progress:
+            token = f"geak-{job.id}"
+            try:
+                await self.work_done_progress.create_async(token)
+                job.token = token
+            except Exception as e:  # noqa: BLE001 - a client that refuses: run without a bar
+                self.log(f"GEAK: progress not available ({e})", t.MessageType.Warning)
+        if job.token:
+            self.work_done_progress.begin(job.token, t.WorkDoneProgressBegin(
+                title=job.title, cancellable=True, message="starting", percentage=0))
+            fut = self.work_done_progress.tokens.get(job.token)
+            if fut is not None:
+                fut.add_done_callback(lambda f, jid=job.id: f.cancelled() and self.cancel_job(jid, "from the progress bar"))
+        self.log(f"GEAK: {job.id} started: {kind} {name} ({job.symbol}) in {uri}")
+        self.jobs.submit(job, self._work)
+        return {"job": job.id, "token": job.token}
+
+    def cancel_job(self, job_id: str, how: str = "") -> bool:
+        job = self.jobs.cancel(job_id)
+        if job is None:
+            return False
+        if job.token:
+            self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message="cancelled"))
+        self.log(f"GEAK: {job.id} cancelled {how}".rstrip())
+        return True
+
+    def _job_progress(self, job: Job, message: str, percentage: Optional[int]) -> None:
+        def send():
+            if job.token and job.state in ("queued", "running"):
+                self.work_done_progress.report(job.token, t.WorkDoneProgressReport(
+                    message=message, percentage=percentage))
+        self.from_thread(send)
+
+    def _job_done(self, job: Job, outcome: Optional[Outcome], exc: Optional[BaseException]) -> None:
+        self.from_thread(lambda: asyncio.ensure_future(self._finish(job, outcome, exc)))
+
+    # The job thread --------------------------------------------------------
+
+    def _work(self, job: Job) -> Outcome:
+        from runner.config import ConfigError, options_from_settings, project_settings
+        from runner.source import SourceError, build_request
+        from . import strategies
+        s: Settings = job.settings  # type: ignore[attr-defined]
+        root, rel = self.project(job.uri)
+        try:
+            opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
+        except ConfigError as e:
+            raise UserFacing(f"GEAK: {e}") from None
+        opts.device = "interpreter" if s.interpreter else "auto"
+        opts.trials = s.trials
+        overrides = {rel: job.text}
+        for d in list(self.workspace.text_documents.values()):
+            if d.uri != job.uri:
+                try:
+                    r2, p2 = self.project(d.uri)
+                    if r2 == root:
+                        overrides[p2] = d.source
+                except (UserFacing, ValueError):
+                    pass
+        try:
+            req, info, _ = build_request(f"{root / rel}::{job.symbol}", None, opts, root=root,
+                                         overrides=overrides, cwd=root)
+        except SourceError as e:
+            raise UserFacing(f"GEAK: {e.info.message}" + (f" — {e.info.hint}" if e.info.hint else "")) from None
+        runner = self.runner_for(s)
+        job.ctx.check()
+        if job.kind == "benchmark":
+            out = strategies.benchmark(runner, req, s, job.ctx)
+        elif s.effective_strategy == "llm":
+            out = strategies.llm(runner, req, s, job.ctx, root)
+        else:
+            out = strategies.tune(runner, req, s, job.ctx)
+        out.root, out.rel = root, rel  # type: ignore[attr-defined]
+        out.merge = None  # type: ignore[attr-defined]
+        if out.source:
+            self._prepare_edit(job, out, runner, req)
+        return out
+
+    def _prepare_edit(self, job: Job, out: Outcome, runner, req) -> None:
+        """Merge the result into the text the job started from; if that text is not exactly
+        what was verified, verify it as it will be written."""
+        try:
+            m = merge(job.text, out.source)
+        except MergeError as e:
+            out.failures.append(_failure("the edit", str(e)))
+            out.source = None
+            return
+        if m.text.rstrip("\n") != out.source.rstrip("\n"):
+            r = confirm(runner, req, m.text, job.ctx, out.speedup is not None)
+            if not r.correct:
+                out.failures.append(_failure("the edit (the result merged into your file)", r.message))
+                out.message += "; but the result merged into your file failed verification, so it is not offered"
+                out.source = None
+                return
+            if out.speedup is not None:
+                sp = r.timing.speedup if r.timing else None
+                if sp is None or sp <= 1.01:
+                    out.message += "; merged into your file it was not faster, so it is not offered"
+                    out.source = None
+                    return
+                out.speedup = sp
+        out.merge = m  # type: ignore[attr-defined]
+
+    # Back on the loop --------------------------------------------------------
+
+    async def _finish(self, job: Job, out: Optional[Outcome], exc: Optional[BaseException]) -> None:
+        try:
+            await self._finish_inner(job, out, exc)
+        except Exception as e:  # noqa: BLE001 - never let a job's end take the server down
+            log.exception("finishing %s", job.id)
+            self.tell(f"GEAK: {job.id} ended with an internal error: {e}", t.MessageType.Error)
+        finally:
+            self.jobs.forget_finished()
+
+    async def _finish_inner(self, job: Job, out: Optional[Outcome], exc: Optional[BaseException]) -> None:
+        if exc is not None:
+            text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {job.id} failed: {exc}"
+            if not isinstance(exc, UserFacing):
+                self.log(getattr(exc, "__geak_traceback__", ""), t.MessageType.Error)
+            if job.token:
+                self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=text))
+            self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
+            self.diags.set(job.uri, job.name, [Finding(job.name, job.source_hash, WARN, text, "error")])
+            self.publish(job.uri)
+            return
+        assert out is not None
+        root, rel = out.root, out.rel  # type: ignore[attr-defined]
+        base = out.baseline
+        if base is not None and base.status != "crashed" or (base is not None and base.correct):
+            found = find_targets(job.text)
+            tgt = found.by_name(job.symbol)
+            self.store(root).put(record_from_result(base, rel, job.symbol, job.source_hash, job.kind,
+                                                    tgt.kernels if tgt else []))
+        findings = self._findings(job, out)
+        m: Optional[Merge] = getattr(out, "merge", None)
+        end_msg = out.message
+        if m is not None and out.source:
+            title = _apply_title(out)
+            result_hash = _hash_in(m.text, job)
+            doc, found = self.doc_targets(job.uri)
+            if doc.source == job.text:
+                applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)
+                if applied:
+                    end_msg = f"applied: {out.message}"
+                    findings = [Finding(f.name, result_hash, f.severity, f.message, f.code) for f in findings]
+                else:
+                    self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
+                    findings.append(Finding(job.name, job.source_hash, INFO,
+                                            f"the edit was not applied; use '{title}' to apply it", "not-applied"))
+            else:
+                cur = found.by_name(job.name) if not found.syntax_error else None
+                if cur is not None and found.source_hash(cur) == job.source_hash:
+                    self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
+                    why = (f"not applied: the document changed while GEAK ran; '{title}' applies it "
+                           "to the current text")
+                else:
+                    why = (f"not applied: {job.name} changed while GEAK ran, so the result no longer "
+                           "matches it; run Optimize with GEAK again")
+                findings.append(Finding(job.name, job.source_hash, WARN, why, "not-applied"))
+                end_msg = why
+        if job.token:
+            self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=end_msg))
+        self.log(f"GEAK: {job.id} done: {end_msg}")
+        for n in out.notes:
+            self.log(f"GEAK: {job.id}: {n}")
+        self.diags.set(job.uri, job.name, findings)
+        self.publish(job.uri)
+
+    def _findings(self, job: Job, out: Outcome) -> list[Finding]:
+        h, name = job.source_hash, job.name
+        base = out.baseline
+        fs: list[Finding] = []
+        if base is not None and not base.correct:
+            reason = base.message + (f" — {base.error.hint}" if base.error and base.error.hint else "")
+            fs.append(Finding(name, h, WARN, f"GEAK: {job.symbol} fails its own inputs: {reason}", "fails-own-inputs"))
+            return fs
+        if out.kind == "benchmark":
+            fs.append(Finding(name, h, INFO, f"GEAK benchmark: {out.message}", "benchmark"))
+            return fs
+        if out.source and out.speedup is not None:
+            fs.append(Finding(name, h, INFO, f"GEAK ({out.strategy}): verified on every case, "
+                              f"{out.speedup:.2f}x faster than the original; {out.verified} of {out.total} "
+                              "candidates correct", "verified"))
+        elif out.source and out.untimed:
+            fs.append(Finding(name, h, INFO, f"GEAK ({out.strategy}): {out.message}", "not-timed"))
+        else:
+            fs.append(Finding(name, h, INFO, f"GEAK ({out.strategy}): {out.message}", "no-improvement"))
+        if out.failures:
+            shown = "; ".join(f"{f.what}: {f.reason[:200]}" for f in out.failures[:4])
+            more = f" (and {len(out.failures) - 4} more)" if len(out.failures) > 4 else ""
+            fs.append(Finding(name, h, WARN, f"GEAK: {len(out.failures)} candidate(s) failed: {shown}{more}",
+                              "candidates-failed"))
+        return fs
+
+    async def _apply(self, uri: str, version: Optional[int], text: str, m: Merge, title: str, out: Outcome) -> bool:
+        edit = self.workspace_edit(uri, version, text, m, title, out)
+        try:
+            res = await self.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=edit, label=title))
+        except Exception as e:  # noqa: BLE001
+            self.log(f"GEAK: the editor did not take the edit ({e})", t.MessageType.Warning)
+            return False
+        if not res.applied:
+            self.log(f"GEAK: the editor did not apply the edit ({res.failure_reason or 'declined'})")
+        return bool(res.applied)
+
+    def workspace_edit(self, uri: str, version: Optional[int], text: str, m: Merge, title: str,
+                       out: Optional[Outcome]) -> t.WorkspaceEdit:
+        lines = text.splitlines(keepends=True)
+        plain = []
+        for ed in m.edits:
+            (sl, sc), (el, ec) = line_range(lines, ed.start, ed.end)
+            plain.append((t.Range(start=t.Position(line=sl, character=sc), end=t.Position(line=el, character=ec)),
+                          ed.text))
+        caps = self.client_capabilities.workspace
+        we = caps.workspace_edit if caps is not None else None
+        doc_changes = bool(we and we.document_changes)
+        annotations = bool(we and we.change_annotation_support is not None)
+        desc = f"GEAK {describe(m)}" + (f": {out.message}" if out is not None else "")
+        if doc_changes:
+            if annotations:
+                edits = [t.AnnotatedTextEdit(range=r, new_text=s, annotation_id=ANNOTATION) for r, s in plain]
+            else:
+                edits = [t.TextEdit(range=r, new_text=s) for r, s in plain]
+            return t.WorkspaceEdit(
+                document_changes=[t.TextDocumentEdit(
+                    text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                    edits=edits)],
+                change_annotations={ANNOTATION: t.ChangeAnnotation(label=title, needs_confirmation=True,
+                                                                   description=desc)} if annotations else None)
+        return t.WorkspaceEdit(changes={uri: [t.TextEdit(range=r, new_text=s) for r, s in plain]})
+
+    def apply_action(self, uri: str, doc, found) -> Optional[t.CodeAction]:
+        p = self.pending.get(uri)
+        if p is None or found.syntax_error:
+            return None
+        cur = found.by_name(p.job.name)
+        if cur is None or found.source_hash(cur) != p.start_hash:
+            return None
+        try:
+            m = merge(doc.source, p.source)
+        except MergeError as e:
+            self.log(f"GEAK: the pending result no longer merges: {e}")
+            return None
+        return t.CodeAction(title=p.title, kind=actions.KIND_GEAK, is_preferred=True,
+                            edit=self.workspace_edit(uri, doc.version, doc.source, m, p.title, None))
+
+    def on_changed(self, uri: str) -> None:
+        p = self.pending.get(uri)
+        if p is None and not self.diags.has(uri):
+            return
+        doc, found = self.doc_targets(uri)
+        if p is not None and not found.syntax_error:
+            cur = found.by_name(p.job.name)
+            if cur is not None and found.source_hash(cur) == p.result_hash:
+                # The result was applied (from the code action): its findings hold for this text.
+                self.pending.pop(uri, None)
+                fs = self.diags.findings(uri).get(p.job.name, [])
+                self.diags.set(uri, p.job.name, [Finding(f.name, p.result_hash, f.severity, f.message, f.code)
+                                                 for f in fs if f.code != "not-applied"])
+        self.publish(uri)
+
+
+def _failure(what: str, reason: str):
+    from .strategies import Failure
+    return Failure(what, reason)
+
+
+def _apply_title(out: Outcome) -> str:
+    if out.speedup is not None:
+        return f"Apply GEAK result ({out.speedup:.2f}x faster)"
+    return "Apply GEAK result (verified correct, not timed)"
+
+
+def _hash_in(text: str, job: Job) -> str:
+    found = find_targets(text)
+    t_ = found.by_name(job.name) or found.by_name(job.symbol)
+    return found.source_hash(t_) if t_ else ""
+
+
+# ---------------------------------------------------------------------- handlers
+
+server = GeakServer()
+
+
+@server.feature(t.INITIALIZE)
+def on_initialize(ls: GeakServer, params: t.InitializeParams):
+    ls.loop = asyncio.get_running_loop()
+    ls.init_options = params.initialization_options
+    ls.apply_settings()
+
+
+@server.feature(t.INITIALIZED)
+async def on_initialized(ls: GeakServer, params: t.InitializedParams):
+    ls.log(f"GEAK language server {__version__} ready (pid {os.getpid()}, "
+           f"torch imported: {'torch' in sys.modules})")
+    await pull_configuration(ls)
+
+
+async def pull_configuration(ls: GeakServer) -> None:
+    caps = ls.client_capabilities.workspace
+    if caps is None or not caps.configuration:
+        return
+    try:
+        got = await ls.workspace_configuration_async(
+            t.ConfigurationParams(items=[t.ConfigurationItem(section="geak")]))
+    except Exception as e:  # noqa: BLE001
+        ls.log(f"GEAK: workspace/configuration failed ({e}); using initializationOptions", t.MessageType.Warning)
+        return
+    ls.apply_settings(got[0] if got else None)
+
+
+@server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def on_config(ls: GeakServer, params: t.DidChangeConfigurationParams):
+    caps = ls.client_capabilities.workspace
+    if caps is not None and caps.configuration:
+        await pull_configuration(ls)
+    else:
+        ls.apply_settings(params.settings)
+
+
+@server.feature(t.TEXT_DOCUMENT_DID_OPEN)
+def on_open(ls: GeakServer, params: t.DidOpenTextDocumentParams):
+    ls.on_changed(params.text_document.uri)
+
+
+@server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
+def on_change(ls: GeakServer, params: t.DidChangeTextDocumentParams):
+    ls.on_changed(params.text_document.uri)
+
+
+@server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
+def on_close(ls: GeakServer, params: t.DidCloseTextDocumentParams):
+    ls.targets.forget(params.text_document.uri)
+
+
+@server.feature(t.TEXT_DOCUMENT_CODE_ACTION,
+                t.CodeActionOptions(code_action_kinds=[actions.KIND_GEAK, t.CodeActionKind.QuickFix]))
+def on_code_action(ls: GeakServer, params: t.CodeActionParams):
+    uri = params.text_document.uri
+    doc, found = ls.doc_targets(uri)
+    line = params.range.start.line
+    running = [j.symbol for j in ls.jobs.find(uri)]
+    out = actions.target_actions(found, uri, line, running)
+    target = found.at_line(line)
+    if target is not None:
+        for j in ls.jobs.find(uri, target.evaluated):
+            out.append(actions.cancel_action(j.id, target.name))
+    apply = ls.apply_action(uri, doc, found)
+    if apply is not None:
+        out.insert(0, apply)
+    return out or None
+
+
+@server.feature(t.TEXT_DOCUMENT_HOVER)
+def on_hover(ls: GeakServer, params: t.HoverParams):
+    uri = params.text_document.uri
+    doc, found = ls.doc_targets(uri)
+    target = found.at_header(params.position.line)
+    if target is None or target.kind not in ("kernel", "wrapper", "function", "module"):
+        return None
+    try:
+        root, rel = ls.project(uri)
+    except (UserFacing, ValueError):
+        return None
+    text = hover_text(found, target, ls.store(root), rel)
+    return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=text),
+                   range=t.Range(start=t.Position(line=target.header.start, character=0),
+                                 end=t.Position(line=target.header.end + 1, character=0)))
+
+
+async def _command(ls: GeakServer, kind: str, args) -> Any:
+    try:
+        return await ls.start_job(kind, args[0] if args else None)
+    except UserFacing as e:
+        ls.tell(str(e))
+        return {"error": str(e)}
+
+
+@server.command(actions.OPTIMIZE)
+async def cmd_optimize(ls: GeakServer, *args):
+    return await _command(ls, "optimize", args)
+
+
+@server.command(actions.BENCHMARK)
+async def cmd_benchmark(ls: GeakServer, *args):
+    return await _command(ls, "benchmark", args)
+
+
+@server.command(actions.CANCEL)
+def cmd_cancel(ls: GeakServer, *args):
+    """geak.cancel JOB_ID | {"uri": ...} | nothing (every job)."""
+    arg = args[0] if args else None
+    if isinstance(arg, str):
+        ids = [arg]
+    elif isinstance(arg, dict) and isinstance(arg.get("uri"), str):
+        ids = [j.id for j in ls.jobs.find(arg["uri"], arg.get("name"))]
+    else:
+        ids = [j.id for j in ls.jobs.active()]
+    done = [i for i in ids if ls.cancel_job(i, "by geak.cancel")]
+    return {"cancelled": done}
+
+
+@server.command(actions.SERVER_INFO)
+def cmd_info(ls: GeakServer, *args):
+    return {"version": __version__, "pid": os.getpid(),
+            "imported": {m: m in sys.modules for m in ("torch", "triton", "numpy", "openai", "anthropic")},
+            "settings": settings_mod.as_dict(ls.settings),
+            "jobs": [{"id": j.id, "kind": j.kind, "name": j.name, "state": j.state}
+                     for j in ls.jobs.jobs.values()]}
+
+
+@server.feature(t.SHUTDOWN)
+def on_shutdown(ls: GeakServer, *args):
+    ls.jobs.shutdown()
+    r = ls._runner
+    if r is not None:
+        threading.Thread(target=r.close, daemon=True).start()
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="geak-lsp", description="The GEAK language server (stdio by default).")
+    p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=2087)
+    p.add_argument("--log-file", help="write the server's own log here (default: stderr, warnings only)")
+    args = p.parse_args(argv)
+    logging.basicConfig(filename=args.log_file, level=logging.INFO if args.log_file else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.tcp:
+        server.start_tcp(args.host, args.port)
+        return 0
+    # stdout is the protocol: keep it for pygls and send anything else printed (by any library,
+    # in any thread) to stderr, so a stray print can never corrupt a message.
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    server.start_io(sys.stdin.buffer, proto_out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

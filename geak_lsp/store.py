@@ -1,0 +1,178 @@
+"""Measurements that outlive the editor: ``.geak/lsp-results.json`` in the workspace.
+
+One record per target, source hash and device: what a hover shows. The hash is that of the
+target's own text and of the kernels it launches (``DocumentTargets.source_hash``), so an edit
+elsewhere in the file does not make a measurement stale, and an edit to the kernel does.
+Writes are atomic (a temporary file renamed over the old one); a damaged file is set aside
+and started afresh, never a reason to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+FILE = "lsp-results.json"
+VERSION = 1
+MAX_RECORDS = 500
+
+
+@dataclass
+class CaseRecord:
+    label: str
+    shapes: str
+    passed: bool
+    skipped: Optional[str] = None
+    ref_ms: Optional[float] = None
+    cand_ms: Optional[float] = None
+    speedup: Optional[float] = None
+    spread_pct: Optional[float] = None
+    bw_pct_peak: Optional[float] = None
+    flops_pct_peak: Optional[float] = None
+
+
+@dataclass
+class ResourceRecord:
+    kernel: str
+    arch: str
+    config: str
+    registers: Optional[int] = None
+    spill_bytes: Optional[int] = None
+    shared_bytes: Optional[int] = None
+    shared_limit: Optional[int] = None
+    occupancy_pct: Optional[float] = None
+    error: Optional[str] = None
+
+
+@dataclass
+class Record:
+    path: str
+    """Project-relative path of the file."""
+    symbol: str
+    """The evaluated symbol (a kernel's wrapper)."""
+    source_hash: str
+    device: str
+    """Device name and backend, e.g. "NVIDIA H200 (cuda, sm_90)" or "Triton CPU interpreter"."""
+    measured_at: float
+    kind: str
+    """benchmark | optimize"""
+    status: str
+    correct: bool
+    message: str
+    timing_unavailable: Optional[str] = None
+    cases: list[CaseRecord] = field(default_factory=list)
+    resources: list[ResourceRecord] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+    speedup: Optional[float] = None
+    """For an optimize result: the verified speedup of the result over the original."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}::{self.symbol}@{self.source_hash}@{self.device}"
+
+
+def record_from_result(result, path: str, symbol: str, source_hash: str, kind: str,
+                       kernels: list[str]) -> Record:
+    """An ``EvalResult`` (of the target against itself) as a record."""
+    d = result.device
+    if d is None:
+        device = "unknown device"
+    elif d.backend == "interpreter":
+        device = "Triton CPU interpreter"
+    else:
+        device = f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
+    cases = []
+    for c in result.cases:
+        t = c.timing
+        cases.append(CaseRecord(label=c.label, shapes=c.shapes, passed=c.passed, skipped=c.skipped,
+                                ref_ms=t.ref_ms if t else None, cand_ms=t.cand_ms if t else None,
+                                speedup=t.speedup if t else None, spread_pct=t.ref_spread_pct if t else None,
+                                bw_pct_peak=t.cand_bw_pct_peak if t else None,
+                                flops_pct_peak=t.cand_flops_pct_peak if t else None))
+    res = []
+    for k in result.resources:
+        cfg = ", ".join(f"{n}={v}" for n, v in k.constexprs.items() if v != "None")
+        cfg = (cfg + ", " if cfg else "") + f"warps={k.num_warps}, stages={k.num_stages}"
+        res.append(ResourceRecord(kernel=k.kernel, arch=k.arch, config=cfg, registers=k.registers,
+                                  spill_bytes=k.spill_bytes, shared_bytes=k.shared_bytes,
+                                  shared_limit=k.shared_limit, occupancy_pct=k.occupancy_pct, error=k.error))
+    return Record(path=path, symbol=symbol, source_hash=source_hash, device=device, measured_at=time.time(),
+                  kind=kind, status=result.status, correct=result.correct, message=result.message,
+                  timing_unavailable=result.timing_unavailable, cases=cases, resources=res, kernels=kernels)
+
+
+def _record(doc: dict) -> Record:
+    doc = dict(doc)
+    doc["cases"] = [CaseRecord(**c) for c in doc.get("cases", [])]
+    doc["resources"] = [ResourceRecord(**r) for r in doc.get("resources", [])]
+    return Record(**doc)
+
+
+class Store:
+    def __init__(self, root: Optional[Path]):
+        self.root = root
+        self._lock = threading.Lock()
+        self._records: dict[str, Record] = {}
+        self.problem: Optional[str] = None
+        self._load()
+
+    @property
+    def path(self) -> Optional[Path]:
+        return self.root / ".geak" / FILE if self.root else None
+
+    def _load(self) -> None:
+        p = self.path
+        if p is None or not p.is_file():
+            return
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+            if doc.get("version") != VERSION:
+                raise ValueError(f"version {doc.get('version')!r}")
+            self._records = {r.key: r for r in (_record(x) for x in doc.get("records", []))}
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            self.problem = f"{p}: unreadable ({e}); set aside as {p.name}.bad and started afresh"
+            try:
+                p.replace(p.with_name(p.name + ".bad"))
+            except OSError:
+                pass
+            self._records = {}
+
+    def put(self, rec: Record) -> None:
+        with self._lock:
+            self._records[rec.key] = rec
+            if len(self._records) > MAX_RECORDS:
+                for r in sorted(self._records.values(), key=lambda r: r.measured_at)[:len(self._records) - MAX_RECORDS]:
+                    self._records.pop(r.key, None)
+            self._save()
+
+    def _save(self) -> None:
+        p = self.path
+        if p is None:
+            return
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            doc: dict[str, Any] = {"version": VERSION, "records": [asdict(r) for r in self._records.values()]}
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".lsp-results.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1)
+            os.replace(tmp, p)
+        except OSError as e:
+            self.problem = f"{p}: cannot write ({e}); results are kept in memory only"
+
+    def latest(self, path: str, symbol: str, kind: Optional[str] = None) -> Optional[Record]:
+        """The most recent record for the target, any source hash, any device."""
+        with self._lock:
+            hits = [r for r in self._records.values() if r.path == path and r.symbol == symbol
+                    and (kind is None or r.kind == kind)]
+        return max(hits, key=lambda r: r.measured_at, default=None)
+
+    def for_target(self, path: str, symbol: str) -> list[Record]:
+        with self._lock:
+            return sorted((r for r in self._records.values() if r.path == path and r.symbol == symbol),
+                          key=lambda r: -r.measured_at)
