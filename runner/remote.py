@@ -23,6 +23,7 @@ import json
 import os
 import random
 import ssl
+import threading
 import time
 import urllib.parse
 import uuid
@@ -102,6 +103,9 @@ class RemoteRunner:
                                                           write=60.0, pool=60.0))
         self._checked = False
         self._info: Optional[DeviceInfo] = None
+        self._closed = False
+        self._active: set[str] = set()  # job ids some evaluate_many call is waiting for
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ transport
 
@@ -113,11 +117,18 @@ class RemoteRunner:
         busy_until = busy_deadline if busy_deadline is not None else time.monotonic() + self.busy_s
         attempt = 0
         while True:
+            if self._closed:
+                raise RunnerUnavailable("closed", "the evaluation was cancelled (the runner client was closed)")
             try:
                 r = self._client.request(method, path, content=None if body is None else json.dumps(body),
                                          headers={"Content-Type": "application/json"} if body is not None
                                          else None)
-            except httpx.TransportError as e:
+            except (httpx.TransportError, RuntimeError) as e:
+                if self._closed:
+                    raise RunnerUnavailable("closed", "the evaluation was cancelled (the runner client was "
+                                            "closed)") from None
+                if not isinstance(e, httpx.TransportError):
+                    raise
                 if isinstance(e.__context__, ssl.SSLCertVerificationError) or any(
                         m in str(e) for m in ("CERTIFICATE_VERIFY_FAILED", "WRONG_VERSION_NUMBER")):
                     raise RunnerUnavailable(
@@ -195,6 +206,8 @@ class RemoteRunner:
         by_index = {i: jid for jid, i in jobs.items()}
         results: dict[int, EvalResult] = {}
         deadline = time.monotonic() + self.timeout
+        with self._lock:
+            self._active.update(jobs)
         try:
             self._handshake()
             for start in range(0, len(requests), self.batch):
@@ -234,6 +247,9 @@ class RemoteRunner:
         except BaseException:  # interrupted: leave nothing queued for nobody
             self._cancel([jid for jid, i in jobs.items() if i not in results])
             raise
+        finally:
+            with self._lock:
+                self._active.difference_update(jobs)
         return [results[i] for i in range(len(requests))]
 
     def _submit(self, items: list[tuple[str, EvalRequest]]):
@@ -267,6 +283,13 @@ class RemoteRunner:
         return self._info
 
     def close(self) -> None:
+        """Also from another thread: calls waiting for results return at once (at the latest
+        after ``poll_s``) with ``runner_unavailable`` results, and their jobs that have not
+        started yet are cancelled on the daemon."""
+        self._closed = True
+        with self._lock:
+            active = list(self._active)
+        self._cancel(active)
         self._client.close()
 
     def __enter__(self):

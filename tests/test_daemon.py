@@ -336,6 +336,18 @@ def test_sigterm_drains_running_jobs(tmp_path, project):
     with d.http(None) as h:
         assert h.get("/v1/jobs/drain-1").json()["state"] == "done"
         assert h.get("/v1/jobs/late-1").status_code == 404
+        # A second signal stops at once; the interrupted job runs again at the next start.
+        project.write("slow2.py", marked(tmp_path / "d2.runs", sleep=3))
+        h.post("/v1/jobs", json=body(quick(project, candidate="slow2.py::add_relu"), "drain-2"))
+        wait_state(h, "drain-2", "running")
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(5) == 1
+    d.start()
+    with d.http(None) as h:
+        assert h.get("/v1/jobs/drain-2/result", params={"wait": 60}).json()["status"] == "ok"
+        assert h.get("/v1/jobs/drain-2").json()["attempts"] == 2
     assert d.stop() == 0
 
 

@@ -83,3 +83,27 @@ def test_client_retries_until_the_daemon_comes_up(tmp_path, project):
         assert out["res"].status == "ok" and out["res"].correct
     finally:
         d.stop()
+
+
+def test_close_from_another_thread_cancels_the_waiting_call(tmp_path, project):
+    d = Daemon(tmp_path / "state", TOKEN, "--workers", "1").start()
+    try:
+        project.write("slow.py", kernel_variant(extra="import time", pre="    time.sleep(2)"))
+        r = RemoteRunner(d.url, TOKEN, poll_s=0.5)
+        out = {}
+        t = threading.Thread(target=lambda: out.update(res=r.evaluate_many(
+            [quick(project, candidate="slow.py::add_relu") for _ in range(3)])))
+        t.start()
+        with d.http() as h:
+            t0 = time.monotonic()
+            while h.get("/v1/queue").json()["running"] < 1:
+                assert time.monotonic() - t0 < 60
+                time.sleep(0.05)
+            r.close()  # as an editor's cancel button would
+            t.join(10)
+            assert not t.is_alive()
+            assert all(x.error.kind == "runner_unavailable" and "cancelled" in x.message for x in out["res"])
+            jobs = h.get("/v1/queue").json()["jobs"]
+            assert jobs["cancelled"] == 2 and jobs["queued"] == 0  # the one running finishes, the rest never start
+    finally:
+        d.stop()

@@ -162,8 +162,22 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print(f"geak-runner: stopping; draining {scheduler.running} running job(s) (queued jobs stay queued "
-          "for the next start)", file=sys.stderr, flush=True)
-    drained = await asyncio.to_thread(scheduler.drain, args.drain_timeout)
+          "for the next start; signal again to stop now)", file=sys.stderr, flush=True)
+    force = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, force.set)
+    drain = asyncio.ensure_future(asyncio.to_thread(scheduler.drain, args.drain_timeout))
+    forced = asyncio.ensure_future(force.wait())
+    await asyncio.wait([drain, forced], return_when=asyncio.FIRST_COMPLETED)
+    if not drain.done():
+        # Running jobs stay "running" in the store and run again at the next start; the workers
+        # die with this process.
+        print(f"geak-runner: stopped without waiting for {scheduler.running} running job(s); they run "
+              "again at the next start", file=sys.stderr, flush=True)
+        store.close()
+        os._exit(1)
+    forced.cancel()
+    drained = drain.result()
     if not drained:
         print(f"geak-runner: jobs still running after {args.drain_timeout:g} s; they will run again at the "
               "next start", file=sys.stderr, flush=True)

@@ -184,7 +184,12 @@ class Scheduler:
             with self._cond:
                 if self._stopping:
                     return
-            claimed = self.store.claim(lane.index)
+            try:
+                claimed = self.store.claim(lane.index)
+            except Exception as e:  # e.g. a full disk: keep the dispatcher, try again shortly
+                log.error("cannot take a job from the queue: %s", e)
+                time.sleep(1.0)
+                continue
             if claimed is None:
                 with self._cond:
                     if self._stopping:
@@ -201,13 +206,23 @@ class Scheduler:
                 with self._cond:
                     self._running -= 1
             self._ema_s = 0.8 * self._ema_s + 0.2 * (time.monotonic() - t0)
-            if self.store.finish(jid, to_json(result)):
+            if self._commit(jid, result):
                 self.completed += 1
                 for fn in self._listeners:
                     try:
                         fn(jid)
                     except Exception:  # a listener must never stop a dispatcher
                         log.exception("result listener failed for job %s", jid)
+
+    def _commit(self, jid: str, result: EvalResult) -> bool:
+        text = to_json(result)
+        for attempt in range(30):
+            try:
+                return self.store.finish(jid, text)
+            except Exception as e:  # the job stays "running" and runs again at the next start
+                log.error("cannot store the result of job %s (try %d): %s", jid, attempt + 1, e)
+                time.sleep(min(10.0, 0.5 * 2 ** attempt))
+        return False
 
     def _evaluate(self, lane: Lane, jid: str, text: str, attempts: int) -> EvalResult:
         if attempts > MAX_ATTEMPTS:
