@@ -5,12 +5,14 @@
 #
 # Needs python3 with torch (CUDA or ROCm), triton, numpy, aiohttp and httpx; nothing else
 # (spool mode, which needs watchdog, is not exercised here). No network access needed.
+# About 3-5 minutes (at most 9: the load is cut at 6, the tests at 3).
 #
 # Writes to OUTDIR:
 #   env.txt            versions, GPUs
 #   daemon_load.json   4 concurrent clients x 8 evaluations of examples/softmax.py::softmax vs
-#                      examples/softmax_fast.py::softmax (timed on the GPU): evaluations per
-#                      minute through the daemon and on a LocalRunner with the same workers,
+#                      examples/softmax_fast.py::softmax (timed on the GPU), 2 alternating rounds
+#                      of local and daemon: evaluations per minute through the daemon and on a
+#                      LocalRunner with the same workers, the daemon's CPU per evaluation,
 #                      lost (must be 0), latency p50/p95, daemon overhead; then the same load
 #                      with the daemon killed (SIGKILL) halfway and restarted: lost must be 0
 #   daemon_load.log    the script's output; daemon.log the daemon's
@@ -32,13 +34,13 @@ cat "$OUT/env.txt"
 
 rc=0
 # CLIENTS / EVALS / LOAD_ARGS override the load (e.g. LOAD_ARGS="--cases 0 --trials 1" for a dry run on a CPU).
-timeout 480 "$PY" scripts/daemon_load.py --out "$OUT" --device auto --clients "${CLIENTS:-4}" \
+timeout 360 "$PY" scripts/daemon_load.py --out "$OUT" --device auto --clients "${CLIENTS:-4}" \
   --evals "${EVALS:-8}" --workers 2 --kill-restart ${LOAD_ARGS:-} 2>&1 | tee "$OUT/daemon_load.log"
 load_rc=${PIPESTATUS[0]}
 [ "$load_rc" -eq 0 ] || rc=1
 
 # The CPU tests of the daemon and its client, on this box's Python (pytest-timeout may be absent).
-timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_daemon.py tests/test_remote.py \
+timeout 180 "$PY" -m pytest -q -p no:cacheprovider tests/test_daemon.py tests/test_remote.py \
   > "$OUT/daemon_tests.txt" 2>&1
 tests_rc=$?
 tail -3 "$OUT/daemon_tests.txt"
@@ -56,7 +58,8 @@ summ = {k: s.get(k) for k in keys}
 for side in ("local", "daemon", "daemon_kill9_restart", "local_sequential", "daemon_sequential"):
     if side in s:
         summ[side] = {k: s[side][k] for k in ("evaluations", "completed", "lost", "evals_per_min",
-                                               "latency_p50_s", "latency_p95_s", "statuses")}
+                                               "evals_per_min_by_round", "latency_p50_s", "latency_p95_s",
+                                               "statuses", "daemon_cpu_s_per_eval") if k in s[side]}
 summ["load_script_rc"] = load_rc
 summ["daemon_tests_rc"] = tests_rc
 json.dump(summ, open(f"{out}/summary.json", "w"), indent=2)

@@ -111,6 +111,10 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     from .server import make_app
     from .store import Store
 
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before anything starts: a stop is never lost
+        loop.add_signal_handler(sig, stop.set)
     state = Path(args.state) if args.state else default_state_dir()
     lock = _lock_state(state)  # noqa: F841 (held open for the daemon's lifetime)
     try:
@@ -122,7 +126,6 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     except ValueError as e:
         raise UsageError(str(e)) from None
     scheduler = Scheduler(store, gpus, args.workers, args.device, max_queue=args.max_queue)
-    loop = asyncio.get_running_loop()
     max_body = args.max_body_mb << 20
     app = make_app(store, scheduler, token, max_body, loop)
     spool = None
@@ -157,9 +160,6 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
           + (f"; spool {args.spool}" if spool else "") + ("" if token else "; NO TOKEN (loopback only)"),
           file=sys.stderr, flush=True)
 
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print(f"geak-runner: stopping; draining {scheduler.running} running job(s) (queued jobs stay queued "
           "for the next start; signal again to stop now)", file=sys.stderr, flush=True)
