@@ -1,6 +1,7 @@
 """``geak-runner``: the runner on its own.
 
-  geak-runner info [--device auto|cuda|interpreter] [--json]   what a worker sees on this host
+  geak-runner info [--device auto|cuda|interpreter] [--runner URL] [--json]
+                                                               what a worker sees (here or on a daemon)
   geak-runner serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--state DIR] [--spool DIR]
                                                                the runner daemon (see README)
 """
@@ -20,6 +21,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     i = sub.add_parser("info", help="start a worker and report the device it finds")
     i.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
     i.add_argument("--json", action="store_true")
+    i.add_argument("--runner", metavar="URL", help="ask a geak-runner serve daemon (http[s]://HOST:PORT, "
+                   "token from GEAK_RUNNER_TOKEN) or spool (file:///DIR) instead of this host")
     s = sub.add_parser("serve", help="run the runner daemon: evaluations over HTTP (and a spool directory)",
                        description="Serve evaluations to editors and `geak --runner URL`. Whoever holds "
                                    "the token can run code on this host with this process's rights.")
@@ -40,6 +43,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--max-queue", type=int, default=256, help="queued jobs before submissions get "
                    "429 busy (default 256)")
     s.add_argument("--max-body-mb", type=int, default=32, help="largest request body in MiB (default 32)")
+    s.add_argument("--keep-hours", type=float, default=168.0, metavar="H",
+                   help="forget finished jobs and their results after H hours (default 168, a week)")
     s.add_argument("--drain-timeout", type=float, default=900.0, metavar="S",
                    help="on SIGTERM, wait this long for running jobs (default 900)")
     s.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
@@ -55,11 +60,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return serve(args)
     if args.command == "info":
         from .pool import PoolError, WorkerPool
-        pool = WorkerPool(size=1, device=args.device)
+        if args.runner:  # a daemon elsewhere: is it reachable, does it take the token, what GPU
+            import os
+            from .remote import connect
+            try:
+                pool = connect(args.runner, os.environ.get("GEAK_RUNNER_TOKEN") or None)
+            except (ValueError, ImportError) as e:
+                print(f"geak-runner: {e}", file=sys.stderr)
+                return 2
+        else:
+            pool = WorkerPool(size=1, device=args.device)
         try:
             d = pool.device_info()
         except PoolError as e:
             print(f"geak-runner: {e}", file=sys.stderr)
+            if getattr(e, "hint", None):
+                print(f"  what to do: {e.hint}", file=sys.stderr)
             return 2
         finally:
             pool.close()

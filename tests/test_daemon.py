@@ -398,3 +398,21 @@ def test_tls(tmp_path, project):
     p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--tls-cert", str(cert), "--state",
                         str(tmp_path / "s2")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "--tls-cert and --tls-key go together" in p.stderr
+
+
+def test_finished_jobs_are_forgotten_after_the_retention_time(tmp_path):
+    from runner.daemon.store import Store
+    store = Store(tmp_path / "state")
+    store.submit([("old-1", "{}")])
+    store.submit([("sp-1", "{}")], origin="spool")
+    store.submit([("new-1", "{}")])
+    for jid in ("old-1", "sp-1"):
+        assert store.claim(0)[0] == jid
+        assert store.finish(jid, "{}")
+    time.sleep(0.05)
+    assert store.purge(0.01) == 1  # old-1; sp-1's result file is not written yet; new-1 is queued
+    assert store.get("old-1") is None and store.get("sp-1").state == "done"
+    store.mark_delivered("sp-1")
+    assert store.purge(0.01) == 1 and store.get("sp-1") is None
+    assert store.purge(3600) == 0 and store.counts()["queued"] == 1
+    store.close()

@@ -60,6 +60,12 @@ def test_cli_eval_through_the_daemon_and_version_check(tmp_path, project):
         assert p.returncode == 1 and "MISMATCH" in p.stderr
         p = geak("eval", "ref.py::add_relu", "--runner", d.url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": "x" * 20})
         assert p.returncode == 2 and "refused" in p.stderr and "GEAK_RUNNER_TOKEN" in p.stderr
+        p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": TOKEN})
+        assert p.returncode == 0 and "(interpreter" in p.stdout, p.stderr
+        p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": ""})
+        assert p.returncode == 2 and "needs a token" in p.stderr and "what to do" in p.stderr
         # A client of another schema major is told so instead of getting wrong answers.
         r = RemoteRunner(d.url, TOKEN)
         req = quick(project)

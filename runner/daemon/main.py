@@ -67,6 +67,8 @@ def check_args(args) -> tuple[Optional[str], Optional[ssl.SSLContext]]:
     for name in ("workers", "max_queue", "max_body_mb"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if not args.keep_hours > 0:
+        raise UsageError("--keep-hours must be more than 0")
     ctx = None
     if args.tls_cert or args.tls_key:
         if not (args.tls_cert and args.tls_key):
@@ -144,7 +146,17 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     except OSError as e:
         await runner.cleanup()
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    keep_s = args.keep_hours * 3600
+
+    async def purge_forever():
+        while True:
+            n = await asyncio.to_thread(store.purge, keep_s)
+            if n:
+                log.info("forgot %d finished job(s) older than %g hours", n, args.keep_hours)
+            await asyncio.sleep(min(3600.0, max(60.0, keep_s / 10)))
+
     interrupted = scheduler.recover()
+    purger = asyncio.ensure_future(purge_forever())
     counts = store.counts()
     scheduler.start()
     if spool is not None:
@@ -181,6 +193,7 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     if not drained:
         print(f"geak-runner: jobs still running after {args.drain_timeout:g} s; they will run again at the "
               "next start", file=sys.stderr, flush=True)
+    purger.cancel()
     if spool is not None:
         spool.stop()
     await runner.cleanup()

@@ -205,7 +205,10 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._running -= 1
-            self._ema_s = 0.8 * self._ema_s + 0.2 * (time.monotonic() - t0)
+            dt = time.monotonic() - t0
+            self._ema_s = 0.8 * self._ema_s + 0.2 * dt
+            log.info("job %s (lane %d): %s in %.2f s: %s", jid, lane.index, result.status, dt,
+                     result.message[:200])
             if self._commit(jid, result):
                 self.completed += 1
                 for fn in self._listeners:

@@ -186,6 +186,15 @@ class Store:
             self._db.execute("UPDATE jobs SET state='queued', lane=NULL, started=NULL WHERE state='running'")
         return [(r[0], r[1]) for r in rows]
 
+    def purge(self, older_than_s: float) -> int:
+        """Forget finished and cancelled jobs that ended more than ``older_than_s`` ago (spool
+        results not yet written out are kept). Returns how many."""
+        with self._lock:
+            cur = self._db.execute("DELETE FROM jobs WHERE state IN ('done', 'cancelled') AND finished < ? "
+                                   "AND NOT (origin = 'spool' AND delivered = 0)",
+                                   (time.time() - older_than_s,))
+            return cur.rowcount
+
     def mark_delivered(self, jid: str):
         with self._lock:
             self._db.execute("UPDATE jobs SET delivered=1 WHERE id=?", (jid,))
