@@ -74,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="print the optimize report as JSON on stdout")
     from agent.llm.options import add_llm_options
     add_llm_options(o)
+    b = sub.add_parser("bench", help="run a benchmark suite and report the GEAK paper's metrics",
+                       description="Run every task in DIR (geak, TritonBench-G, GEAK ROCm or KernelBench "
+                                   "format) through a strategy and report call accuracy, execution "
+                                   "accuracy, speedups, fast_p, pass@k and % of peak.")
+    from agent.bench.command import add_bench_arguments
+    add_bench_arguments(b)
     return p
 
 
@@ -355,6 +361,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return cmd_eval(args)
         if args.command == "optimize":
             return cmd_optimize(args)
+        if args.command == "bench":
+            from agent.bench.command import run_bench
+            return run_bench(args)
     except KeyboardInterrupt:
         _err("geak: interrupted")
         return 130

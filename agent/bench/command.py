@@ -1,0 +1,208 @@
+"""``geak bench DIR``: run a benchmark suite and report the paper's metrics.
+
+Exit codes: 0 every task verified correct, 1 the suite ran and some task is not, 2 bad usage or
+bad input (no tasks, a file that does not fit its format, a runner that cannot be reached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from runner.config import ConfigError, options_from_settings, project_settings
+from runner.source import SourceError, find_project_root
+
+from .baselines import KINDS, BaselineCache, default_cache
+from .formats import FORMATS
+from .suite import Bench, Settings, document
+from .tasks import SuiteError, check_requests, load_suite
+
+EXIT_OK, EXIT_UNVERIFIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def add_bench_arguments(b: argparse.ArgumentParser) -> None:
+    b.add_argument("dir", metavar="DIR", help="folder of task files (searched recursively), or one file")
+    b.add_argument("--format", choices=["auto", *FORMATS], default="auto",
+                   help="task format (default auto: told apart per file)")
+    b.add_argument("--strategy", choices=["none", "tune", "llm"], default="none",
+                   help="none: evaluate the tasks (or --candidates) as they are; tune: the no-LLM "
+                        "tuner per task; llm: the GEAK loop per task (needs --provider and --model)")
+    b.add_argument("--candidates", metavar="CDIR",
+                   help="candidate files: CDIR/<task>.py, or several samples CDIR/<task>/*.py (pass@k)")
+    b.add_argument("--tasks", metavar="PATTERN", help="only tasks whose name matches (glob, comma-separated)")
+    b.add_argument("--runner", default=None, metavar="local|URL",
+                   help="where to evaluate (default: $GEAK_RUNNER_URL, else local)")
+    b.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
+    b.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    b.add_argument("--jobs", type=int, default=None,
+                   help="tasks in flight at once (default: --workers for none, 1 for tune and llm)")
+    b.add_argument("--trials", type=int, default=None, help="fresh seeded inputs per case (default 3)")
+    b.add_argument("--arch", default=None, metavar="ARCH", help="tune: target arch (default: the runner's GPU)")
+    b.add_argument("--max-configs", type=int, default=48, help="tune: configs per task at most (default 48)")
+    b.add_argument("--emit", choices=["constants", "autotune"], default="constants", help="tune: the edit's form")
+    b.add_argument("--samples", type=int, default=1, help="llm: independent runs per task (for pass@k)")
+    b.add_argument("--k", default="1", metavar="K,K", help="pass@k for these k (default 1)")
+    b.add_argument("--baselines", default="", metavar="eager,compile",
+                   help="also measure each task's first version against its PyTorch reference "
+                        "(eager, torch.compile); timed baselines are cached per GPU")
+    b.add_argument("--baseline-cache", metavar="FILE", default=None,
+                   help=f"the per-GPU baseline cache (default {default_cache()})")
+    b.add_argument("--out", metavar="DIR", default=None,
+                   help="run directory: state.json and per-task results (default .geak/bench/<dir>-<strategy>)")
+    b.add_argument("--resume", action="store_true",
+                   help="keep the tasks already done in --out (same settings, unchanged task files)")
+    b.add_argument("--json", metavar="FILE", default=None, help="write the results as JSON to FILE ('-': stdout)")
+    b.add_argument("--report", metavar="FILE", default=None,
+                   help="write a Markdown report to FILE, and the speedup plot next to it (FILE.png)")
+    g = b.add_argument_group("--strategy llm (keys only from OPENAI_API_KEY / ANTHROPIC_API_KEY)")
+    g.add_argument("--provider", choices=["openai", "anthropic"])
+    g.add_argument("--model", metavar="M")
+    g.add_argument("--iterations", type=int, metavar="N", help="sequential iterations per run (default 5)")
+    g.add_argument("--parallel", type=int, metavar="K", help="candidates per iteration (default 1)")
+    g.add_argument("--base-url", metavar="URL")
+    g.add_argument("--temperature", type=float, metavar="T")
+    g.add_argument("--budget-tokens", type=int, metavar="N", help="token budget per run")
+
+
+def _err(msg: str = "") -> None:
+    print(msg, file=sys.stderr)
+
+
+def _settings(args) -> Settings:
+    if args.trials is not None and args.trials < 1:
+        raise ConfigError("--trials must be at least 1")
+    if args.samples < 1 or args.max_configs < 1 or args.workers < 1 or (args.jobs is not None and args.jobs < 1):
+        raise ConfigError("--samples, --max-configs, --workers and --jobs must be at least 1")
+    kinds = [k.strip() for k in args.baselines.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise ConfigError(f"--baselines: unknown kind '{bad[0]}'; use eager, compile or both")
+    if args.strategy != "llm" and args.samples != 1:
+        raise ConfigError("--samples is for --strategy llm; with --strategy none put several candidate "
+                          "files in CDIR/<task>/ instead")
+    if args.strategy == "llm":
+        if not getattr(args, "provider", None) or not getattr(args, "model", None):
+            raise ConfigError("--strategy llm needs --provider openai|anthropic and --model M")
+    if args.candidates and args.strategy != "none":
+        raise ConfigError("--candidates goes with --strategy none (the candidates are what is measured)")
+    if args.arch:
+        from runner.aot import ARCHS
+        if args.arch not in ARCHS:
+            raise ConfigError(f"unknown arch '{args.arch}': use one of {', '.join(sorted(ARCHS))}")
+    llm = {}
+    if args.strategy == "llm":
+        from agent.llm.command import DEFAULTS
+        llm = {k: getattr(args, k, None) for k in DEFAULTS}
+    return Settings(strategy=args.strategy, format=args.format, trials=args.trials or 3, arch=args.arch,
+                    max_configs=args.max_configs, emit=args.emit, samples=args.samples, baselines=kinds,
+                    candidates=str(Path(args.candidates).resolve()) if args.candidates else None, llm=llm)
+
+
+def run_bench(args) -> int:
+    from agent.cli import make_runner  # the CLI's own runner choice: local, http(s)://, file://
+
+    try:
+        ks = tuple(int(k) for k in args.k.split(",") if k.strip())
+        if not ks or min(ks) < 1:
+            raise ValueError
+    except ValueError:
+        _err("geak: --k takes comma-separated positive integers, e.g. 1,5")
+        return EXIT_BAD_INPUT
+    suite = Path(args.dir)
+    try:
+        settings = _settings(args)
+        tasks, notes = load_suite(suite, args.format, args.tasks,
+                                  Path(args.candidates) if args.candidates else None)
+        root = find_project_root(tasks[0].path)
+        opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
+        opts.device = args.device
+        opts.trials = settings.trials
+        check_requests(tasks, opts)
+        runner = make_runner(args.runner, args.device, args.workers)
+    except SuiteError as e:
+        _err(f"geak: {e}")
+        if e.hint:
+            _err(f"  what to do: {e.hint}")
+        return EXIT_BAD_INPUT
+    except (ConfigError, SourceError) as e:
+        _err(f"geak: {e.info.message if isinstance(e, SourceError) else e}")
+        return EXIT_BAD_INPUT
+    name = suite.resolve().name or "suite"
+    out = Path(args.out) if args.out else Path(".geak") / "bench" / f"{name}-{settings.strategy}"
+    jobs = args.jobs or (args.workers if settings.strategy == "none" else 1)
+    cache = BaselineCache(Path(args.baseline_cache) if args.baseline_cache else default_cache())
+    for n in notes:
+        _err(f"note: {n}")
+    formats = sorted({t.format for t in tasks})
+    _err(f"geak bench: {len(tasks)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
+         f"run directory {out}")
+    try:
+        bench = Bench(runner, tasks, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache)
+        if bench.state.stale:
+            _err(f"note: {bench.state.path} was made with other settings: every task runs again")
+        records, _ = bench.run()
+        device = bench.device()
+    finally:
+        runner.close()
+    command = "geak bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""
+    doc = document(records, settings, device, str(suite), notes, ks, command)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    _err(summary_text(doc))
+    if args.report:
+        from .report import markdown, plot
+        rp = Path(args.report)
+        png = rp.with_suffix(".png")
+        try:
+            drew = plot(doc, png)
+        except ImportError:
+            drew = False
+            _err("note: no plot: matplotlib is not installed (pip install -e '.[bench]')")
+        rp.parent.mkdir(parents=True, exist_ok=True)
+        rp.write_text(markdown(doc, png.name if drew else None), encoding="utf-8")
+        _err(f"wrote {rp}" + (f" and {png}" if drew else " (no plot: nothing was timed)"))
+    if args.json:
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(text, encoding="utf-8")
+            _err(f"wrote {args.json}")
+    unavailable = [r for r in records if r.error]
+    if unavailable and len(unavailable) == len(records):
+        _err(f"geak: {unavailable[0].error}")
+        return EXIT_BAD_INPUT
+    all_ok = all(r.error is None and (b := r.best()) is not None and b.correct and b.status == "ok" for r in records)
+    return EXIT_OK if all_ok else EXIT_UNVERIFIED
+
+
+def summary_text(doc: dict) -> str:
+    s = doc["summary"]
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    def x(v):
+        return "-" if v is None else f"{v:.3f}x"
+
+    lines = [f"{'task':<24} {'result':<16} {'cases':>9}  {'speedup':>9}"]
+    for t in doc["tasks"]:
+        good = [sm for sm in t["samples"] if sm["correct"] and sm["status"] == "ok"]
+        res = t["error"] and "harness error" or (
+            f"{len(good)}/{len(t['samples'])} correct" if len(t["samples"]) > 1 else
+            ("correct" if good else (t["samples"][0]["status"] if t["samples"] else "no sample")))
+        sp = max((sm["speedup"] for sm in good if sm["speedup"] is not None), default=None)
+        lines.append(f"{t['name'][:24]:<24} {res:<16} {t['cases_run']:>4}/{t['cases_skipped']:<4}  {x(sp):>9}")
+    fp = ", ".join(f"{k} {pct(v)}" for k, v in s["fast_p"].items())
+    pk = ", ".join(f"{k} {pct(v)}" for k, v in s["pass_at_k"].items())
+    lines.append(f"call accuracy {pct(s['call_accuracy'])}, execution accuracy {pct(s['execution_accuracy'])}, "
+                 f"speedup mean {x(s['speedup_mean'])} geomean {x(s['speedup_geomean'])} over {s['timed']} timed; "
+                 f"{fp}; {pk}")
+    if s["timed"] == 0:
+        lines.append("timing     none: the CPU interpreter checks correctness only; use a GPU runner "
+                     "(--runner URL) for speedups")
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""The Markdown report (a table per task and the summary metrics) and the PNG plot of speedups.
+
+matplotlib is imported only when a plot is drawn (``pip install -e '.[bench]'``), so ``geak``
+starts without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def _f(x: Optional[float], spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if x is None else format(x, spec) + suffix
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _result(t: dict) -> str:
+    if t.get("error"):
+        return "harness error"
+    samples = t["samples"]
+    if not samples:
+        return "no sample"
+    good = [s for s in samples if s["correct"] and s["status"] == "ok"]
+    if len(samples) > 1:
+        return f"{len(good)}/{len(samples)} correct"
+    s = samples[0]
+    return "correct" if good else s["status"]
+
+
+def _best_speedup(t: dict) -> Optional[float]:
+    vals = [s["speedup"] for s in t["samples"] if s["correct"] and s["status"] == "ok" and s["speedup"] is not None]
+    return max(vals) if vals else None
+
+
+def _best_peak(t: dict) -> Optional[float]:
+    good = [s for s in t["samples"] if s["correct"] and s["status"] == "ok"]
+    if not good:
+        return None
+    best = max(good, key=lambda s: s["speedup"] if s["speedup"] is not None else -1)
+    return best.get("pct_peak")
+
+
+def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
+    s = doc["summary"]
+    dev = doc.get("device") or {}
+    lines = [f"# geak bench: {doc['suite']}", ""]
+    lines.append(f"* strategy: `{doc['strategy']}`; device: {dev.get('name', '?')} "
+                 f"({dev.get('backend', '?')}{', ' + dev['arch'] if dev.get('arch') else ''}); "
+                 f"torch {dev.get('torch') or '?'}, triton {dev.get('triton') or '?'}")
+    if doc.get("command"):
+        lines.append(f"* command: `{doc['command']}`")
+    lines.append("")
+    lines.append("## Summary")
+    lines.append("")
+    lines.append("| metric | value |")
+    lines.append("| --- | --- |")
+    lines.append(f"| tasks | {s['tasks']} ({s['samples']} samples) |")
+    lines.append(f"| call accuracy | {_pct(s['call_accuracy'])} |")
+    lines.append(f"| execution accuracy | {_pct(s['execution_accuracy'])} |")
+    lines.append(f"| correct and timed | {s['timed']} |")
+    lines.append(f"| mean speedup (correct, timed) | {_f(s['speedup_mean'], '.3f', 'x')} |")
+    lines.append(f"| geometric-mean speedup | {_f(s['speedup_geomean'], '.3f', 'x')} |")
+    for k, v in s["fast_p"].items():
+        lines.append(f"| {k} | {_pct(v)} |")
+    for k, v in s["pass_at_k"].items():
+        lines.append(f"| {k} | {_pct(v)} |")
+    lines.append(f"| mean % of peak (correct, timed) | {_f(s['pct_peak_mean'], '.1f', '%')} |")
+    if s["timed"] == 0:
+        lines.append("")
+        lines.append("Nothing was timed (the CPU interpreter checks correctness only): speedups, "
+                     "fast_p above 0 and % of peak need a GPU runner.")
+    lines.append("")
+    lines.append("## Tasks")
+    lines.append("")
+    kinds = sorted({k for t in doc["tasks"] for k in t.get("baselines", {})})
+    head = ["task", "format", "result", "cases run / skipped", "speedup", "% of peak"]
+    for k in kinds:
+        head += [f"1st version vs torch {k}", f"final vs torch {k}"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + " --- |" * len(head))
+    for t in doc["tasks"]:
+        sp = _best_speedup(t)
+        row = [f"`{t['name']}`", t["format"], _result(t), f"{t['cases_run']} / {t['cases_skipped']}",
+               _f(sp, ".3f", "x"), _f(_best_peak(t), ".1f", "%")]
+        for k in kinds:
+            b = t.get("baselines", {}).get(k)
+            if not b:
+                row += ["-", "-"]
+                continue
+            if b.get("speedup") is None:
+                chk = {True: "matches", False: "MISMATCH", None: "-"}[b.get("correct")]
+                row += [chk, "-"]
+            else:
+                row += [_f(b["speedup"], ".3f", "x") + (" (cached)" if b.get("cached") else ""),
+                        _f(b["speedup"] * sp, ".3f", "x") if sp is not None else "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    notes = [(t["name"], n) for t in doc["tasks"] for n in t.get("notes", [])]
+    errors = [(t["name"], t["error"]) for t in doc["tasks"] if t.get("error")]
+    if errors:
+        lines += ["", "## Harness errors (not scored)", ""]
+        lines += [f"* `{n}`: {e}" for n, e in errors]
+    failing = [(t["name"], s["message"]) for t in doc["tasks"] for s in t["samples"]
+               if not (s["correct"] and s["status"] == "ok")]
+    if failing:
+        lines += ["", "## Failures", ""]
+        lines += [f"* `{n}`: {m}" for n, m in failing]
+    if notes or doc.get("notes"):
+        lines += ["", "## Notes", ""]
+        lines += [f"* {n}" for n in doc.get("notes", [])]
+        lines += [f"* `{n}`: {m}" for n, m in notes]
+    if plot_name:
+        lines += ["", "## Speedup per task", "", f"![speedup per task]({plot_name})"]
+    lines += ["", "Speedup = Σ reference ms / Σ candidate ms over a task's timed input cases, the "
+              "reference being the task's own first version (GEAK / TritonBench); the suite figures "
+              "are over correct, timed tasks. `fast_p` is the share of all tasks that are correct "
+              "and more than p times as fast. `1st version vs torch eager` is the first version's "
+              "speedup over its PyTorch reference on the same GPU.", ""]
+    return "\n".join(lines)
+
+
+def plot(doc: dict, path: Path) -> bool:
+    """Bar chart of each task's speedup (log scale, 1x marked). False when nothing was timed."""
+    rows = [(t["name"], _best_speedup(t)) for t in doc["tasks"]]
+    rows = [(n, v) for n, v in rows if v is not None]
+    if not rows:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows.sort(key=lambda r: r[1])
+    names, vals = [r[0] for r in rows], [r[1] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.28 * len(rows) + 1)))
+    colors = ["#2a9d8f" if v >= 1 else "#e76f51" for v in vals]
+    ax.barh(names, vals, color=colors)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup over the task's first version (log scale)")
+    dev = (doc.get("device") or {}).get("name", "")
+    gm = doc["summary"].get("speedup_geomean")
+    ax.set_title(f"geak bench --strategy {doc['strategy']}  {dev}"
+                 + (f"  (geomean {gm:.2f}x)" if gm else ""), fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -1,0 +1,384 @@
+"""Run a benchmark suite: every task through a strategy on one runner, resumable.
+
+Each task gives one or more samples (candidates), each an ``EvalResult``:
+
+* ``none``: the candidates from ``--candidates`` (several per task for pass@k), or without them
+  the task checked (and on a GPU timed) against itself;
+* ``tune``: the no-LLM tuner (``agent.tune.tuner.tune``); the sample is the confirmation run of
+  the tuned file when the tuner offers one, else the original (which is what the user keeps);
+* ``llm``: the GEAK loop (``agent.llm``) ``--samples`` times per task.
+
+Tasks run concurrently (``jobs`` threads on the one runner, whose worker pool spreads them).
+After each task its record is written to ``OUT/state.json`` (atomic replace) and its results to
+``OUT/results/<task>.json``; ``resume=True`` keeps the records of tasks whose digest and run
+settings are unchanged.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import io
+import json
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from runner.schema import EvalOptions, EvalResult, from_dict, to_dict
+
+from . import metrics
+from .baselines import BaselineCache, baseline_request
+from .tasks import Task
+
+STATE_SCHEMA = "geak.bench-state/1"
+BENCH_SCHEMA = "geak.bench/1"
+
+
+@dataclass
+class Settings:
+    strategy: str = "none"
+    format: str = "auto"
+    trials: int = 3
+    arch: Optional[str] = None
+    max_configs: int = 48
+    tune_trials: int = 2
+    emit: str = "constants"
+    samples: int = 1
+    baselines: list[str] = field(default_factory=list)
+    candidates: Optional[str] = None
+    llm: dict = field(default_factory=dict)
+
+    def fingerprint(self) -> dict:
+        """What must be equal for a recorded task to be reused on --resume."""
+        d = asdict(self)
+        d.pop("baselines")  # baselines are cached separately, per GPU
+        return d
+
+
+@dataclass
+class SampleRecord:
+    status: str
+    correct: bool
+    speedup: Optional[float] = None
+    pct_peak: Optional[float] = None
+    message: str = ""
+    source: Optional[str] = None
+    """Where the sample came from: a candidate file, "tuned", "original", an llm run directory."""
+
+
+@dataclass
+class TaskRecord:
+    name: str
+    format: str
+    symbol: str
+    path: str
+    digest: str
+    samples: list[SampleRecord] = field(default_factory=list)
+    cases_run: int = 0
+    cases_skipped: int = 0
+    timed: bool = False
+    baselines: dict[str, dict] = field(default_factory=dict)
+    """kind -> {correct, speedup (first version vs that baseline, GPU only), cached, message}."""
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    error: Optional[str] = None
+    """A harness-side failure (the runner unreachable): the task is reported, not scored."""
+
+    def metric_samples(self) -> list[metrics.Sample]:
+        return [metrics.Sample(s.status, s.correct, s.speedup, s.pct_peak) for s in self.samples]
+
+    def best(self) -> Optional[SampleRecord]:
+        ms = self.metric_samples()
+        b = metrics.best_sample(ms)
+        return self.samples[ms.index(b)] if b is not None else None
+
+
+def record_from_dict(d: dict) -> TaskRecord:
+    samples = [SampleRecord(**s) for s in d.get("samples", [])]
+    return TaskRecord(**{**d, "samples": samples})
+
+
+# --------------------------------------------------------------------------- state
+
+
+class State:
+    def __init__(self, out: Path, settings: Settings, resume: bool):
+        self.out = out
+        self.path = out / "state.json"
+        self.settings = settings
+        self.records: dict[str, TaskRecord] = {}
+        self.lock = threading.Lock()
+        self.stale: list[str] = []
+        if resume and self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                data = {}
+            if data.get("schema") == STATE_SCHEMA and data.get("settings") == settings.fingerprint():
+                for name, rec in data.get("tasks", {}).items():
+                    try:
+                        self.records[name] = record_from_dict(rec)
+                    except TypeError:
+                        self.stale.append(name)
+            elif data:
+                self.stale.append("*")  # other settings: start again
+
+    def done(self, task: Task) -> Optional[TaskRecord]:
+        r = self.records.get(task.name)
+        return r if r is not None and r.digest == task.digest and r.error is None else None
+
+    def save(self, rec: TaskRecord, results: dict) -> None:
+        with self.lock:
+            self.records[rec.name] = rec
+            self.out.mkdir(parents=True, exist_ok=True)
+            rdir = self.out / "results"
+            rdir.mkdir(exist_ok=True)
+            _atomic_write(rdir / (rec.name.replace("/", "__") + ".json"), json.dumps(results, indent=1))
+            _atomic_write(self.path, json.dumps({
+                "schema": STATE_SCHEMA, "settings": self.settings.fingerprint(),
+                "tasks": {n: asdict(r) for n, r in self.records.items()}}, indent=1))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """A progress bar on stderr (one line per task when stderr is not a terminal)."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done = total, 0
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.lock = threading.Lock()
+        self.start = time.monotonic()
+
+    def advance(self, what: str) -> None:
+        with self.lock:
+            self.done += 1
+            width = 28
+            fill = int(width * self.done / max(self.total, 1))
+            bar = "#" * fill + "." * (width - fill)
+            el = time.monotonic() - self.start
+            line = f"[{bar}] {self.done}/{self.total} {el:5.0f}s  {what}"
+            if self.tty:
+                self.stream.write("\r\x1b[2K" + line[:160] + ("\n" if self.done == self.total else ""))
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------- one task
+
+
+def _case_counts(r: EvalResult) -> tuple[int, int]:
+    return sum(1 for c in r.cases if not c.skipped and c.trials), sum(1 for c in r.cases if c.skipped)
+
+
+def _sample(r: EvalResult, source: str) -> SampleRecord:
+    m = metrics.sample_from_result(r)
+    return SampleRecord(status=r.status, correct=bool(r.correct), speedup=m.speedup, pct_peak=m.pct_peak,
+                        message=r.message, source=source)
+
+
+def _gpu(r: Optional[EvalResult]) -> bool:
+    return bool(r and r.device and r.device.backend != "interpreter")
+
+
+class Bench:
+    def __init__(self, runner, tasks: list[Task], settings: Settings, options: EvalOptions, out: Path,
+                 resume: bool = False, jobs: int = 1, cache: Optional[BaselineCache] = None,
+                 on_progress: Optional[Callable[[TaskRecord], None]] = None, stream=None):
+        self.runner, self.tasks, self.settings, self.options = runner, tasks, settings, options
+        self.state = State(out, settings, resume)
+        self.jobs = max(1, jobs)
+        self.cache = cache or BaselineCache(None)
+        self.stream = stream or sys.stderr
+        self.on_progress = on_progress
+        self._device = None
+        self._dlock = threading.Lock()
+
+    def device(self):
+        with self._dlock:
+            if self._device is None:
+                self._device = self.runner.device_info()
+            return self._device
+
+    def run(self) -> tuple[list[TaskRecord], int]:
+        """Records in task order, and how many came from the state file."""
+        todo = [t for t in self.tasks if self.state.done(t) is None]
+        reused = len(self.tasks) - len(todo)
+        progress = Progress(len(todo), self.stream)
+        if reused:
+            print(f"resuming: {reused} task(s) already done in {self.state.path}", file=self.stream)
+
+        def one(task: Task) -> TaskRecord:
+            t0 = time.monotonic()
+            try:
+                rec, results = self.run_task(task)
+            except Exception as e:  # a harness failure is reported for this task, the run goes on
+                rec, results = TaskRecord(task.name, task.format, task.symbol, task.rel, task.digest,
+                                          error=f"{type(e).__name__}: {e}"), {}
+            rec.duration_s = round(time.monotonic() - t0, 2)
+            rec.notes = task.notes + rec.notes
+            self.state.save(rec, results)
+            b = rec.best()
+            what = rec.error or (f"{b.status}{' correct' if b.correct else ''}"
+                                 + (f" {b.speedup:.2f}x" if b.speedup is not None else "") if b else "no sample")
+            progress.advance(f"{task.name}: {what}")
+            return rec
+
+        if todo:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=min(self.jobs, len(todo))) as ex:
+                list(ex.map(one, todo))
+        return [self.state.records[t.name] for t in self.tasks], reused
+
+    # -- strategies
+
+    def run_task(self, task: Task) -> tuple[TaskRecord, dict]:
+        rec = TaskRecord(task.name, task.format, task.symbol, task.rel, task.digest)
+        results: dict = {"task": task.name, "samples": [], "baselines": {}}
+        s = self.settings
+        if s.strategy == "none":
+            reqs = ([task.request(self.options, c) for c in task.candidates] if task.candidates
+                    else [task.request(self.options)])
+            outs = self.runner.evaluate_many(reqs) if len(reqs) > 1 else [self.runner.evaluate(reqs[0])]
+            srcs = [str(c) for c in task.candidates] or ["the task against itself"]
+            for r, src in zip(outs, srcs):
+                rec.samples.append(_sample(r, src))
+                results["samples"].append(to_dict(r))
+            first = outs[0]
+        elif s.strategy == "tune":
+            first = self._tune(task, rec, results)
+        elif s.strategy == "llm":
+            first = self._llm(task, rec, results)
+        else:
+            raise ValueError(f"unknown strategy {s.strategy}")
+        if first is not None:
+            rec.cases_run, rec.cases_skipped = _case_counts(first)
+            rec.timed = first.timing is not None
+            if first.error and first.error.kind == "runner_unavailable":
+                rec.error = first.message
+        for kind in s.baselines:
+            b = self._baseline(task, kind, results)
+            if b is not None:
+                rec.baselines[kind] = b
+        return rec, results
+
+    def _tune(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
+        from agent.tune.tuner import tune
+        from runner.aot import ARCHS, DEFAULT_ARCH
+
+        base_req = task.request(self.options)
+        base = self.runner.evaluate(base_req)
+        results["original"] = to_dict(base)
+        if not base.correct:
+            rec.samples.append(_sample(base, "original (fails its own check)"))
+            return base
+        arch = self.settings.arch or (base.device.arch if base.device and base.device.arch in ARCHS
+                                      else DEFAULT_ARCH)
+        timed = _gpu(base) and base.timing is not None
+        try:
+            report = tune(self.runner, task.request(self.options), arch, max_configs=self.settings.max_configs,
+                          trials_per_case=self.settings.tune_trials, timed=timed, emit=self.settings.emit)
+        except ValueError as e:
+            rec.notes.append(f"not tunable: {e}")
+            rec.samples.append(SampleRecord("ok", True, 1.0 if timed else None, None,
+                                            "the original is kept: " + str(e), "original"))
+            return base
+        results["tune"] = to_dict(report)
+        conf = report.confirmation
+        if report.improved and conf is not None:
+            rec.samples.append(_sample(conf, "tuned"))
+            rec.notes.append("tuned config: " + ", ".join(f"{k}={v}" for k, v in sorted((report.best or {}).items())))
+            return conf
+        correct = sum(1 for t in report.trials if t.correct)
+        rec.notes.append(f"{correct} of {len(report.trials)} config(s) verified; {report.message}")
+        m = metrics.sample_from_result(base)
+        rec.samples.append(SampleRecord("ok", True, 1.0 if timed else None, m.pct_peak,
+                                        "no verified improvement: the original is kept", "original"))
+        return base
+
+    def _llm(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
+        import argparse
+
+        from agent.llm.command import run_llm_optimize
+        if task.format != "geak":
+            rec.notes.append(f"--strategy llm runs on the task file as it is on disk ({task.format} format)")
+        first = None
+        for i in range(self.settings.samples):
+            ns = argparse.Namespace(**{**self.settings.llm, "target": f"{task.path}::{task.symbol}",
+                                       "json": True, "out": None, "resume": None, "device": self.options.device,
+                                       "trials": self.options.trials, "arch": self.settings.arch,
+                                       "runner": None, "workers": 1,
+                                       "run_dir": str(self.state.out / "llm" / f"{task.name.replace('/', '__')}-s{i}")})
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                code = run_llm_optimize(ns, runner=self.runner)
+            try:
+                rep = json.loads(buf.getvalue())
+            except json.JSONDecodeError:
+                rec.samples.append(SampleRecord("crashed", False, None, None,
+                                                f"the GEAK loop stopped (exit {code}) before a report", "llm"))
+                continue
+            results["samples"].append(rep)
+            verified = rep.get("verified") or []
+            best = rep.get("result") or rep.get("baseline")
+            if first is None and rep.get("baseline"):
+                first = from_dict(EvalResult, rep["baseline"])
+            cands = rep.get("candidates") or []
+            speeds = [c.get("speedup") for c in cands if c.get("correct") and c.get("speedup") is not None]
+            status = "ok" if verified else (cands[-1].get("status") if cands and cands[-1].get("status") else "crashed")
+            rec.samples.append(SampleRecord(
+                status=status, correct=bool(verified),
+                speedup=rep.get("best_speedup") if rep.get("improved") else (max(speeds) if speeds else None),
+                pct_peak=metrics.pct_peak((best or {}).get("cases") or []) if rep.get("improved") else None,
+                message=rep.get("message", ""), source=rep.get("run_dir")))
+        return first
+
+    def _baseline(self, task: Task, kind: str, results: dict) -> Optional[dict]:
+        dev = self.device()
+        gpu = dev.backend != "interpreter"
+        if kind == "compile" and not gpu:
+            return {"correct": None, "speedup": None, "cached": False,
+                    "message": "torch.compile baseline needs a GPU runner (on a CPU Inductor emits C++)"}
+        req = baseline_request(task, kind, self.options)
+        if req is None:
+            return None
+        if gpu:
+            hit = self.cache.get(dev.name, kind, task.digest)
+            if hit is not None:
+                return {**hit, "cached": True}
+        r = self.runner.evaluate(req)
+        results["baselines"][kind] = to_dict(r)
+        entry = {"correct": bool(r.correct), "speedup": r.timing.speedup if r.timing else None,
+                 "ref_ms": r.timing.ref_ms if r.timing else None,
+                 "cand_ms": r.timing.cand_ms if r.timing else None,
+                 "message": r.message, "task": task.name}
+        if gpu and r.correct and r.timing is not None:
+            self.cache.put(dev.name, kind, task.digest, entry)
+        return {**entry, "cached": False}
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def document(records: list[TaskRecord], settings: Settings, device, suite: str, notes: list[str],
+             ks: tuple[int, ...] = (1,), command: str = "") -> dict:
+    per_task = [r.metric_samples() for r in records if r.error is None]
+    ks = tuple(sorted({1, *ks}))
+    summary = metrics.summarize(per_task, ks=ks)
+    return {
+        "schema": BENCH_SCHEMA, "suite": suite, "command": command, "strategy": settings.strategy,
+        "settings": asdict(settings), "device": to_dict(device) if device is not None else None,
+        "summary": asdict(summary), "harness_errors": [r.name for r in records if r.error],
+        "tasks": [asdict(r) for r in records], "notes": notes,
+    }
