@@ -156,7 +156,7 @@ class RemoteRunner:
             if r.status_code == 401:
                 raise RunnerUnavailable("unauthorized", f"the runner at {self.url} refused the request: {msg}",
                                         hint="set GEAK_RUNNER_TOKEN to the daemon's token")
-            if r.status_code in (429, 503):
+            if r.status_code == 429 or (r.status_code == 503 and code in ("draining", "busy", "")):
                 try:
                     wait = float(r.headers.get("Retry-After", "2"))
                 except ValueError:
@@ -175,6 +175,9 @@ class RemoteRunner:
                 raise RunnerUnavailable("rejected", f"the runner at {self.url} rejected the request: {msg}")
             if r.status_code >= 500:
                 raise RunnerUnavailable("protocol", f"the runner at {self.url} failed: {msg or r.status_code}")
+            if r.status_code >= 400 and r.status_code not in (404, 409, 410):
+                raise RunnerUnavailable("protocol", f"the runner at {self.url} answered {r.status_code}: "
+                                        f"{msg or r.reason_phrase}")
             return r.status_code, doc
 
     def _handshake(self):

@@ -113,3 +113,18 @@ def test_close_from_another_thread_cancels_the_waiting_call(tmp_path, project):
             assert jobs["cancelled"] == 2 and jobs["queued"] == 0  # the one running finishes, the rest never start
     finally:
         d.stop()
+
+
+def test_a_daemon_whose_workers_cannot_start_says_why(tmp_path, project):
+    d = Daemon(tmp_path / "state", TOKEN, "--device", "cuda", "--workers", "1").start()  # no GPU here
+    try:
+        r = RemoteRunner(d.url, TOKEN)
+        t0 = time.monotonic()
+        with pytest.raises(RunnerUnavailable, match="workers could not start") as e:
+            r.device_info()
+        assert time.monotonic() - t0 < 60 and "torch sees no GPU" in str(e.value)  # not "busy", no waiting
+        res = r.evaluate(quick(project))
+        assert res.status == "crashed" and res.error.kind == "runner_unavailable"
+        assert "torch sees no GPU" in res.message
+    finally:
+        d.stop()
