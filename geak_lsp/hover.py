@@ -54,7 +54,12 @@ def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str) ->
         lines += ["", f"ahead-of-time compile for {res[0].arch}:", "",
                   "| kernel | config | registers | spills | shared memory | occupancy |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for r in res[:8]:
+        seen = set()
+        for r in res:
+            row = (r.kernel, r.config, r.registers, r.spill_bytes, r.shared_bytes, r.occupancy_pct, r.error)
+            if row in seen or len(seen) >= 8:
+                continue
+            seen.add(row)
             if r.error:
                 lines.append(f"| {r.kernel} | {r.config} | - | - | - | {r.error[:80]} |")
                 continue

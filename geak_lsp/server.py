@@ -76,6 +76,7 @@ class GeakServer(LanguageServer):
         self._runner = None
         self._runner_key: Optional[tuple] = None
         self._runner_lock = threading.Lock()
+        self._shown_problems: list[str] = []
 
     # ------------------------------------------------------------------ messages
 
@@ -98,7 +99,8 @@ class GeakServer(LanguageServer):
         self.jobs.resize(s.max_jobs)
         for p in problems:
             self.log("GEAK settings: " + p, t.MessageType.Warning)
-        if problems:
+        if problems and problems != self._shown_problems:
+            self._shown_problems = problems
             self.window_show_message(t.ShowMessageParams(
                 type=t.MessageType.Warning,
                 message="GEAK settings: " + " | ".join(problems)))
@@ -314,9 +316,9 @@ class GeakServer(LanguageServer):
         assert out is not None
         root, rel = out.root, out.rel  # type: ignore[attr-defined]
         base = out.baseline
-        if base is not None and base.status != "crashed" or (base is not None and base.correct):
-            found = find_targets(job.text)
-            tgt = found.by_name(job.symbol)
+        found0 = find_targets(job.text)
+        tgt = found0.by_name(job.symbol)
+        if base is not None:
             self.store(root).put(record_from_result(base, rel, job.symbol, job.source_hash, job.kind,
                                                     tgt.kernels if tgt else []))
         findings = self._findings(job, out)
@@ -325,6 +327,9 @@ class GeakServer(LanguageServer):
         if m is not None and out.source:
             title = _apply_title(out)
             result_hash = _hash_in(m.text, job)
+            if out.result is not None:  # what the result measured, for hovers once it is the code
+                self.store(root).put(record_from_result(out.result, rel, job.symbol, result_hash, "optimize",
+                                                        tgt.kernels if tgt else [], side="candidate"))
             doc, found = self.doc_targets(job.uri)
             if doc.source == job.text:
                 applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)

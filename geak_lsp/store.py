@@ -78,8 +78,9 @@ class Record:
 
 
 def record_from_result(result, path: str, symbol: str, source_hash: str, kind: str,
-                       kernels: list[str]) -> Record:
-    """An ``EvalResult`` (of the target against itself) as a record."""
+                       kernels: list[str], side: str = "reference") -> Record:
+    """An ``EvalResult`` as a record of one side's code: the reference (the target against
+    itself, or the original) or the candidate (an optimize result, once it is the code)."""
     d = result.device
     if d is None:
         device = "unknown device"
@@ -90,9 +91,11 @@ def record_from_result(result, path: str, symbol: str, source_hash: str, kind: s
     cases = []
     for c in result.cases:
         t = c.timing
+        ms = (t.cand_ms if side == "candidate" else t.ref_ms) if t else None
         cases.append(CaseRecord(label=c.label, shapes=c.shapes, passed=c.passed, skipped=c.skipped,
-                                ref_ms=t.ref_ms if t else None, cand_ms=t.cand_ms if t else None,
-                                speedup=t.speedup if t else None, spread_pct=t.ref_spread_pct if t else None,
+                                ref_ms=ms, cand_ms=t.cand_ms if t else None,
+                                speedup=t.speedup if t else None,
+                                spread_pct=(t.cand_spread_pct if side == "candidate" else t.ref_spread_pct) if t else None,
                                 bw_pct_peak=t.cand_bw_pct_peak if t else None,
                                 flops_pct_peak=t.cand_flops_pct_peak if t else None))
     res = []
@@ -104,7 +107,8 @@ def record_from_result(result, path: str, symbol: str, source_hash: str, kind: s
                                   shared_limit=k.shared_limit, occupancy_pct=k.occupancy_pct, error=k.error))
     return Record(path=path, symbol=symbol, source_hash=source_hash, device=device, measured_at=time.time(),
                   kind=kind, status=result.status, correct=result.correct, message=result.message,
-                  timing_unavailable=result.timing_unavailable, cases=cases, resources=res, kernels=kernels)
+                  timing_unavailable=result.timing_unavailable, cases=cases, resources=res, kernels=kernels,
+                  speedup=result.timing.speedup if side == "candidate" and result.timing else None)
 
 
 def _record(doc: dict) -> Record:

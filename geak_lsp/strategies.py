@@ -34,6 +34,12 @@ class JobContext:
         self.evaluated = 0
         self.verified = 0
         self.batches = 0
+        self.candidates = 0
+        self._verified_candidates = 0
+
+    def verified_candidates(self, results) -> int:
+        self._verified_candidates += sum(1 for r in results if r.correct)
+        return self._verified_candidates
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -59,8 +65,11 @@ class JobContext:
 class ObservedRunner:
     """A runner that reports each batch to the job and stops when the job is cancelled."""
 
-    def __init__(self, runner, ctx: JobContext, label: Callable[[int], str] = lambda n: f"batch {n}"):
+    def __init__(self, runner, ctx: JobContext, label: Callable[[int], str] = lambda n: f"batch {n}",
+                 expected: Optional[int] = None):
         self.runner, self.ctx, self.label = runner, ctx, label
+        self.expected = expected
+        """Candidates the job expects to evaluate in all (for the progress percentage)."""
         self.parallel = getattr(getattr(runner, "pool", None), "size", 1)
 
     def evaluate(self, request: EvalRequest) -> EvalResult:
@@ -70,9 +79,18 @@ class ObservedRunner:
         self.ctx.check()
         if hasattr(self.runner, "pool") and len(requests) > 1:
             # The local runner: one evaluation at a time per worker, so a cancel stops the rest.
+            lock, done = threading.Lock(), [0]
+
             def one(r):
                 self.ctx.check()
-                return self.runner.evaluate(r)
+                res = self.runner.evaluate(r)
+                if r.candidate is not None:
+                    with lock:
+                        done[0] += 1
+                        n = done[0]
+                    self.ctx.report(f"{self.label(self.ctx.batches + 1)}: {n} of {len(requests)} evaluated "
+                                    f"({self.ctx.best_text()})", self._pct(self.ctx.candidates + n))
+                return res
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.parallel)) as ex:
                 futures = [ex.submit(one, r) for r in requests]
                 try:
@@ -93,7 +111,15 @@ class ObservedRunner:
                 if requests[0].candidate is not None and r.timing is not None and r.timing.speedup == r.timing.speedup:
                     if ctx.best_speedup is None or r.timing.speedup > ctx.best_speedup:
                         ctx.best_speedup = r.timing.speedup
+        if requests[0].candidate is not None:
+            ctx.candidates += len(results)
+            ctx.report(f"{self.label(ctx.batches)}: {ctx.candidates} candidate(s) evaluated, "
+                       f"{ctx.verified_candidates(results)} verified so far, {ctx.best_text()}",
+                       self._pct(ctx.candidates))
         return results
+
+    def _pct(self, n: int) -> Optional[int]:
+        return min(95, 15 + int(80 * n / self.expected)) if self.expected else None
 
     def device_info(self):
         return self.runner.device_info()
@@ -147,7 +173,7 @@ def device_text(d) -> str:
 
 def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> Outcome:
     opts = request.options
-    opts.aot_arch = settings.arch or "sm_90" if _interpreted(runner, settings) else (settings.arch or "device")
+    opts.aot_arch = (settings.arch or "sm_90") if _interpreted(runner, settings) else (settings.arch or "device")
     ctx.report(f"measuring {request.target.symbol} ...", 10)
     base = ObservedRunner(runner, ctx).evaluate(request)
     out = Outcome(kind="benchmark", baseline=base, total=1, verified=int(base.correct))
@@ -188,9 +214,8 @@ def tune(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> O
     arch = settings.arch or (base.device.arch if base.device and base.device.arch in ARCHS else DEFAULT_ARCH)
     gpu = bool(base.device and base.device.backend != "interpreter" and base.timing)
 
-    def label(n):
-        return f"tuning batch {n}"
-    observed.label = label
+    observed.label = lambda n: f"tuning batch {n - 1}"
+    observed.expected = settings.max_configs
     ctx.report(f"tuning launch settings for {arch} on {device_text(base.device)} ...", 15)
     report = run_tuner(observed, request, arch, max_configs=settings.max_configs,
                        trials_per_case=settings.trials, timed=gpu, emit=settings.emit)
@@ -229,7 +254,8 @@ def llm(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root:
                                                 max_retries=1, timeout_s=300.0))
     except ProviderError as e:
         return Outcome(kind="optimize", strategy="llm", message=f"the {settings.provider} provider: {e.message}")
-    observed = ObservedRunner(runner, ctx)
+    observed = ObservedRunner(runner, ctx, lambda n: f"iteration {n - 1}/{settings.iterations}",
+                              expected=settings.iterations * settings.parallel)
     base, failed = check_original(observed, request, ctx, "optimize", "llm")
     if failed:
         return failed

@@ -1,0 +1,281 @@
+"""The language server end to end: the real ``python -m geak_lsp`` subprocess driven over LSP by
+pytest-lsp, real evaluations on the Triton CPU interpreter, the real OpenAI SDK against the
+scripted LLM server on loopback.
+
+On the CPU nothing is timed, so nothing is ever "faster". The edit path is exercised with the
+GEAK loop and ``geak.applyUntimed`` on: a candidate verified correct (and, merged into the
+user's file, verified again) is offered as an edit labelled "verified correct, not timed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as t
+
+from conftest import ADD_RELU, ROOT, Project, kernel_variant
+from llm_server import ScriptedLLM
+from lsp.geak_editor import Editor, start, stop
+
+aio = pytest.mark.asyncio(loop_scope="function")
+
+WRAPPER_LINE = ADD_RELU.splitlines().index("def add_relu(x, y):")
+KERNEL_LINE = ADD_RELU.splitlines().index("@triton.jit")
+GOOD = "Wider blocks.\n\n```python\n" + textwrap.dedent(kernel_variant(block=512)).lstrip() + "```\n"
+BASE = {"interpreter": True, "trials": 1, "workers": 2}
+
+
+def llm_settings(**more):
+    return {"geak": {**BASE, "strategy": "llm", "provider": "openai", "model": "scripted", "iterations": 1,
+                     "applyUntimed": True, **more}}
+
+
+@pytest.fixture
+def proj(tmp_path) -> Project:
+    return Project(tmp_path).write("k.py", ADD_RELU)
+
+
+@pytest.fixture
+def llm():
+    servers = []
+
+    def run(replies):
+        s = ScriptedLLM(replies).start()
+        servers.append(s)
+        return {"OPENAI_BASE_URL": s.openai_base_url, "OPENAI_API_KEY": "test-key"}
+
+    yield run
+    for s in servers:
+        s.stop()
+
+
+def messages(ed: Editor) -> list[str]:
+    return [m.message for m in ed.client.messages]
+
+
+@aio
+async def test_optimize_end_to_end_progress_edit_diagnostics_hover(proj, llm):
+    env = llm([{"text": GOOD}])
+    ed = await start(proj.root, init=llm_settings(), env=env)
+    try:
+        uri = ed.open(proj.root / "k.py")
+        acts = await ed.actions(uri, WRAPPER_LINE + 1)
+        assert [a.title for a in acts] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        opt = acts[0]
+        assert opt.command.command == "geak.optimize" and opt.edit is None
+        started = await ed.execute(opt.command)
+        token = started["token"]
+        end = await ed.job_end(token)
+        reports = [v for v in ed.progress(token)]
+        assert isinstance(reports[0], t.WorkDoneProgressBegin) and reports[0].cancellable
+        texts = [v.message for v in reports if isinstance(v, t.WorkDoneProgressReport)]
+        assert any(m.startswith("checking the original") for m in texts), texts
+        assert any(m.startswith("iteration 1/1") and "verified" in m for m in texts), texts
+        assert "applied" in end.message, end.message
+        # The edit: asked for confirmation through a change annotation, made for the version
+        # the job started from, replacing the wrapper only.
+        assert len(ed.applied) == 1
+        edit = ed.applied[0].edit
+        ann = edit.change_annotations["geak-result"]
+        assert ann.needs_confirmation and ann.label == "Apply GEAK result (verified correct, not timed)"
+        dc = edit.document_changes[0]
+        assert dc.text_document.version == 1 and all(e.annotation_id == "geak-result" for e in dc.edits)
+        new = ed.text(uri)
+        assert "add_relu_kernel[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK=512)" in new
+        assert "INPUT_CASES = [dict(n=300), dict(n=2048)]" in new and "def get_inputs(n=300):" in new
+        assert new.count("def add_relu_kernel") == 1
+        # Diagnostics: the verified (not timed) result, on the wrapper's name, not stale.
+        diags = await ed.until(lambda: [d for d in ed.diagnostics(uri) if d.code == "not-timed"], 10, "diagnostics")
+        d = diags[0]
+        assert d.severity == t.DiagnosticSeverity.Information and d.source == "geak"
+        assert "verified correct" in d.message and "not timed" in d.message and "faster" not in d.message
+        assert d.range.start.line == WRAPPER_LINE
+        # Hover on the kernel: the measurement of the code now in the file.
+        h = await ed.hover(uri, KERNEL_LINE)
+        assert "optimize run on **Triton CPU interpreter**" in h and "stale" not in h
+        assert "| n=300 | x: float32[300], y: float32[300] | pass |" in h
+        # Persisted in the workspace, keyed by source hash and device.
+        doc = json.loads((proj.root / ".geak" / "lsp-results.json").read_text())
+        kinds = {(r["kind"], r["device"]) for r in doc["records"]}
+        assert kinds == {("optimize", "Triton CPU interpreter")} and len(doc["records"]) == 2
+        assert len({r["source_hash"] for r in doc["records"]}) == 2
+        # Editing the kernel marks the findings stale.
+        ed.change(uri, new.replace("tl.maximum(x + y, 0.0)", "tl.maximum(y + x, 0.0)"))
+        await ed.until(lambda: any(x.message.startswith("stale") for x in ed.diagnostics(uri)), 10, "stale")
+        assert "**stale**" in await ed.hover(uri, KERNEL_LINE)
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_benchmark_fills_the_hover_and_torch_stays_out_of_the_server(proj):
+    ed = await start(proj.root, init={"geak": BASE})
+    try:
+        uri = ed.open(proj.root / "k.py")
+        acts = await ed.actions(uri, KERNEL_LINE + 3)  # inside the kernel
+        assert acts[1].title == "Benchmark with GEAK"
+        assert "Not measured yet" in await ed.hover(uri, KERNEL_LINE)
+        info = await ed.info()
+        assert info["imported"]["torch"] is False and info["imported"]["triton"] is False
+        started = await ed.execute(acts[1].command)
+        end = await ed.job_end(started["token"])
+        assert "correct on 2 case(s) on the Triton CPU interpreter" in end.message and "not timed" in end.message
+        h = await ed.hover(uri, KERNEL_LINE + 1)
+        assert "benchmark on **Triton CPU interpreter**" in h
+        assert "ahead-of-time compile for sm_90" in h and "| add_relu_kernel | BLOCK=256, warps=4" in h
+        diags = await ed.until(lambda: ed.diagnostics(uri), 10, "diagnostics")
+        assert diags[0].code == "benchmark" and diags[0].severity == t.DiagnosticSeverity.Information
+        info = await ed.info()
+        assert info["imported"]["torch"] is False, "the server imported torch: it belongs in the workers"
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_cancel_from_the_progress_token_and_by_geak_cancel_while_the_server_answers(proj):
+    # The tuner on a space of many configs: long enough to cancel in the middle.
+    ed = await start(proj.root, init={"geak": {**BASE, "maxConfigs": 40, "workers": 1}})
+    try:
+        uri = ed.open(proj.root / "k.py")
+        opt = await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")
+        started = await ed.execute(opt.command)
+        token = started["token"]
+        await ed.until(lambda: any(isinstance(v, t.WorkDoneProgressReport) and "tuning batch 1: 1 of" in (v.message or "")
+                                   for v in ed.progress(token)) or None, 90, "the first tuned config")
+        # The server answers while the job runs.
+        t0 = time.monotonic()
+        assert "Not measured yet" in await ed.hover(uri, KERNEL_LINE)
+        acts = await ed.actions(uri, WRAPPER_LINE)
+        assert time.monotonic() - t0 < 2.0
+        assert "Cancel GEAK job on add_relu" in [a.title for a in acts]
+        assert any(a.disabled and "already running" in a.disabled.reason for a in acts if a.title == "Optimize with GEAK")
+        info = await ed.info()
+        assert [j["state"] for j in info["jobs"]] == ["running"]
+        ed.client.window_work_done_progress_cancel(t.WorkDoneProgressCancelParams(token=token))
+        end = await ed.job_end(token, timeout=10)
+        assert end.message == "cancelled"
+        info = await ed.info()
+        assert [j["state"] for j in info["jobs"]] == ["cancelled"]
+        assert not ed.applied
+        # Again, cancelled by the command this time.
+        started = await ed.execute(opt.command)
+        res = await ed.execute(t.Command(title="cancel", command="geak.cancel", arguments=[started["job"]]))
+        assert res == {"cancelled": [started["job"]]}
+        assert (await ed.job_end(started["token"], timeout=10)).message == "cancelled"
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_a_document_edited_during_the_job_is_not_touched_and_the_result_is_offered(proj, llm):
+    env = llm([{"text": GOOD, "delay_s": 2}])
+    ed = await start(proj.root, init=llm_settings(), env=env)
+    try:
+        uri = ed.open(proj.root / "k.py")
+        opt = await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")
+        started = await ed.execute(opt.command)
+        edited = ed.text(uri) + "\n# a note the user typed while GEAK ran\n"
+        ed.change(uri, edited)
+        end = await ed.job_end(started["token"])
+        assert "not applied: the document changed while GEAK ran" in end.message
+        assert not ed.applied and ed.text(uri) == edited
+        diag = await ed.until(lambda: [d for d in ed.diagnostics(uri) if d.code == "not-applied"], 10, "why")
+        assert diag[0].severity == t.DiagnosticSeverity.Warning
+        apply = await ed.action(uri, WRAPPER_LINE, "Apply GEAK result")
+        assert apply.title == "Apply GEAK result (verified correct, not timed)"
+        assert apply.edit.document_changes[0].text_document.version == 2
+        assert ed.apply(apply.edit)
+        assert "BLOCK=512" in ed.text(uri) and ed.text(uri).endswith("# a note the user typed while GEAK ran\n")
+        await ed.until(lambda: not [d for d in ed.diagnostics(uri) if d.code == "not-applied"], 10, "cleared")
+        assert [d.code for d in ed.diagnostics(uri)] == ["not-timed"]
+        # Applied: the offer is gone.
+        assert not [a for a in await ed.actions(uri, WRAPPER_LINE) if a.title.startswith("Apply GEAK")]
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_a_file_that_does_not_parse_gets_reasons_not_a_crash(proj):
+    ed = await start(proj.root, init={"geak": BASE})
+    try:
+        uri = ed.open(proj.root / "k.py")
+        assert len(await ed.actions(uri, WRAPPER_LINE)) == 2
+        broken = ed.text(uri).replace("def add_relu(x, y):", "def add_relu(x, y)")
+        ed.change(uri, broken)
+        acts = await ed.actions(uri, WRAPPER_LINE)  # the last good tree
+        assert [a.title for a in acts] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        assert all(a.disabled and "does not parse (line" in a.disabled.reason for a in acts)
+        assert await ed.hover(uri, KERNEL_LINE) is not None
+        res = await ed.execute(acts[0].command)
+        assert "does not parse" in res["error"] and "nothing was run" in res["error"]
+        assert any("does not parse" in m for m in messages(ed))
+        # A file that never parsed, a NUL byte, an empty file: nothing to offer, no error.
+        for text in ("def f(:\n", "x = 1\x00\n", ""):
+            u = ed.open(proj.root / "other.py", text)
+            assert await ed.actions(u, 0) == [] and await ed.hover(u, 0) is None
+        assert (await ed.info())["version"]
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_invalid_settings_are_named_and_replaced_by_defaults(proj):
+    ed = await start(proj.root, init={"geak": {"iterations": "many", "maxJobs": 0, "strategy": "fast",
+                                               "runner": {"url": "ftp://x"}, "colour": "blue"}},
+                     configuration={"parallel": 3, "interpreter": "yes"})
+    try:
+        await ed.until(lambda: len(ed.client.messages) >= 2, 10, "messages")
+        text = "\n".join(messages(ed))
+        for needle in ("geak.iterations: expected an integer from 1 to 100, got 'many'; using the default 3",
+                       "geak.maxJobs: expected an integer from 1 to 16, got 0",
+                       "geak.strategy: expected one of 'auto', 'tune', 'llm', got 'fast'",
+                       "geak.runner.url: expected 'local', an http(s):// URL",
+                       "geak.colour: unknown setting", "geak.interpreter: expected true or false, got 'yes'"):
+            assert needle in text, (needle, text)
+        s = (await ed.info())["settings"]
+        assert (s["iterations"], s["max_jobs"], s["strategy"], s["runner_url"], s["parallel"], s["interpreter"]) == \
+            (3, 2, "auto", None, 3, False)
+        # A later configuration change is validated the same way.
+        ed.client.set_configuration({"parallel": 2, "provider": "nobody"}, section="geak")
+        ed.client.workspace_did_change_configuration(t.DidChangeConfigurationParams(settings=None))
+        await ed.until(lambda: any("geak.provider: expected one of 'openai', 'anthropic' or null" in m
+                                   for m in messages(ed)), 10, "the new message")
+        assert (await ed.info())["settings"]["parallel"] == 2
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_add_geak_inputs_scaffolds_get_inputs_from_the_signature(tmp_path):
+    p = Project(tmp_path).write("k.py", ADD_RELU.split("INPUT_CASES")[0])
+    ed = await start(p.root, init={"geak": BASE})
+    try:
+        uri = ed.open(p.root / "k.py")
+        acts = await ed.actions(uri, WRAPPER_LINE)
+        add = [a for a in acts if a.title == "Add GEAK inputs"]
+        assert add and add[0].edit is not None
+        assert ed.apply(add[0].edit)
+        text = ed.text(uri)
+        compile(text, "k.py", "exec")
+        assert "def get_inputs(n=1024):" in text and "return [x, y]" in text
+        assert 'x = torch.randn(n, device="cuda", dtype=torch.float32)' in text
+        assert "Add GEAK inputs" not in [a.title for a in await ed.actions(uri, WRAPPER_LINE)]
+    finally:
+        await stop(ed)
+
+
+def test_geak_lsp_starts_without_torch():
+    """`python -X importtime -m geak_lsp --help`: the server's whole import graph, no torch, no triton."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import geak_lsp.server"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    mods = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "geak_lsp.server" in mods and "pygls.lsp.server" in mods
+    assert not {m for m in mods if m.split(".")[0] in ("torch", "triton", "numpy")}
