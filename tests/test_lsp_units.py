@@ -1,0 +1,144 @@
+"""The language server's logic without the protocol: targets, edits, settings, the store."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from conftest import ADD_RELU, ROOT, kernel_variant
+from geak_lsp import settings as S
+from geak_lsp.edits import MergeError, line_range, merge
+from geak_lsp.store import Record, Store
+from geak_lsp.targets import TargetCache, find_targets
+
+TORCH_FILE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    class Scale(nn.Module):
+        def __init__(self, dim: int, eps: float = 1e-5):
+            super().__init__()
+            self.dim = dim
+
+        def forward(self, x, w):
+            return x * w
+
+
+    def gelu_tanh(x):
+        return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+    def helper(a, b):
+        return a + b
+
+
+    class Plain:
+        pass
+
+
+    def test_gelu():
+        gelu_tanh(torch.ones(3))
+''')
+
+
+def test_targets_in_the_examples_and_in_torch_code():
+    found = find_targets((ROOT / "examples" / "softmax.py").read_text())
+    kinds = {t.name: t.kind for t in found.targets}
+    assert kinds == {"softmax_kernel": "kernel", "softmax": "wrapper"}
+    k = found.by_name("softmax_kernel")
+    assert k.wrappers == ["softmax"] and k.evaluated == "softmax"
+    assert found.by_name("softmax").kernels == ["softmax_kernel"]
+    assert "cases" in found.conventions
+    # The decorator belongs to the kernel's span and header; the header stops before the body.
+    lines = found.lines
+    assert lines[k.span.start].startswith("@triton.jit") and lines[k.name_line].startswith("def softmax_kernel")
+    assert k.header.end > k.name_line and lines[k.header.end].rstrip().endswith("):")  # a two-line signature
+    t = find_targets(TORCH_FILE)
+    assert {x.name: x.kind for x in t.targets} == {"Scale": "module", "gelu_tanh": "function"}
+    assert t.by_name("Scale").params == ["x", "w"] and t.by_name("Scale").init_params == ["dim", "eps"]
+    assert t.conventions == ["tritonbench"]
+    assert t.at_line(t.by_name("gelu_tanh").span.start + 1).name == "gelu_tanh"
+
+
+def test_a_kernel_change_changes_the_hash_and_an_input_change_does_not():
+    a = find_targets(ADD_RELU)
+    b = find_targets(ADD_RELU.replace("get_inputs(n=300)", "get_inputs(n=301)"))
+    c = find_targets(ADD_RELU.replace("tl.maximum(x + y, 0.0)", "tl.maximum(y + x, 0.0)"))
+    h = lambda d, n: d.source_hash(d.by_name(n))  # noqa: E731
+    assert h(a, "add_relu") == h(b, "add_relu") == h(a, "add_relu_kernel")
+    assert h(a, "add_relu") != h(c, "add_relu")
+
+
+def test_the_cache_keeps_the_last_good_tree_for_text_that_does_not_parse():
+    cache = TargetCache()
+    good = cache.get("file:///k.py", ADD_RELU)
+    bad = cache.get("file:///k.py", ADD_RELU.replace("def add_relu(x, y):", "def add_relu(x, y)"))
+    assert bad.syntax_error.startswith("line ") and bad.stale_tree
+    assert [t.name for t in bad.targets] == [t.name for t in good.targets]
+    never = cache.get("file:///new.py", "def f(:\n")
+    assert never.targets == [] and never.syntax_error and not never.stale_tree
+    assert cache.get("file:///nul.py", "x = 1\x00").targets == []
+
+
+def test_merge_replaces_the_changed_definitions_and_keeps_the_users_inputs():
+    result = kernel_variant(block=512)  # a module without the inputs
+    m = merge(ADD_RELU, result)
+    assert m.changed == ["add_relu"] and m.added == []
+    assert "BLOCK=512" in m.text and "def get_inputs(n=300):" in m.text and m.text.count("def add_relu(") == 1
+    # A helper kernel and an import that the result needs are added, before the wrapper.
+    result = result.replace("import torch\n", "import math\nimport torch\n").replace(
+        "def add_relu(x, y):", "@triton.jit\ndef _noop():\n    pass\n\n\ndef add_relu(x, y):")
+    m = merge(ADD_RELU, result)
+    assert m.added == ["_noop"] and "import math\n" in m.text
+    assert m.text.index("def _noop") < m.text.index("def add_relu(")
+    compile(m.text, "k.py", "exec")
+    with pytest.raises(MergeError, match="the result does not parse"):
+        merge(ADD_RELU, "def add_relu(:\n")
+    with pytest.raises(MergeError, match="the document does not parse"):
+        merge("def (", result)
+
+
+def test_line_ranges_at_the_end_of_a_document_without_a_final_newline():
+    lines = "a\nb\nlast".splitlines(keepends=True)
+    assert line_range(lines, 0, 1) == ((0, 0), (1, 0))
+    assert line_range(lines, 1, 3) == ((1, 0), (2, 4))
+    assert line_range(lines, 3, 3) == ((2, 4), (2, 4))
+    lines = "a\nb\n".splitlines(keepends=True)
+    assert line_range(lines, 1, 2) == ((1, 0), (2, 0))
+
+
+def test_settings_merge_validate_and_fall_back():
+    s, problems = S.parse({"geak": {"iterations": 4, "runner": {"url": "http://gpu:8765"}}},
+                          {"parallel": 2, "maxJobs": 3})
+    assert (s.iterations, s.runner_url, s.parallel, s.max_jobs, problems) == (4, "http://gpu:8765", 2, 3, [])
+    assert s.effective_strategy == "tune"
+    s, problems = S.parse({"strategy": "llm", "iterations": True, "arch": "sm_99"})
+    assert s.strategy == "tune" and s.iterations == 3 and s.arch is None
+    assert any("geak.iterations: expected an integer" in p for p in problems)
+    assert any("geak.arch: expected one of 'sm_80'" in p for p in problems)
+    assert any("geak.strategy is 'llm' but geak.provider and geak.model" in p for p in problems)
+    s, _ = S.parse({"provider": "anthropic", "model": "claude"})
+    assert s.effective_strategy == "llm"
+    s, problems = S.parse("nonsense", {"runner.url": "local"})
+    assert s.runner_url is None and problems == ["geak settings: expected an object, got str; ignored"]
+
+
+def test_the_store_persists_by_source_hash_and_device_and_survives_a_damaged_file(tmp_path):
+    st = Store(tmp_path)
+    rec = Record(path="k.py", symbol="add_relu", source_hash="abc", device="Triton CPU interpreter",
+                 measured_at=1.0, kind="benchmark", status="ok", correct=True, message="ok")
+    st.put(rec)
+    st.put(Record(**{**rec.__dict__, "device": "NVIDIA H200 (cuda, sm_90)", "measured_at": 2.0}))
+    st.put(Record(**{**rec.__dict__, "measured_at": 3.0}))  # same key: replaces the first
+    again = Store(tmp_path)
+    assert len(again.for_target("k.py", "add_relu")) == 2
+    assert again.latest("k.py", "add_relu").measured_at == 3.0
+    (tmp_path / ".geak" / "lsp-results.json").write_text("{not json")
+    broken = Store(tmp_path)
+    assert broken.latest("k.py", "add_relu") is None and "unreadable" in broken.problem
+    assert (tmp_path / ".geak" / "lsp-results.json.bad").exists()
+    broken.put(rec)
+    assert json.loads((tmp_path / ".geak" / "lsp-results.json").read_text())["version"] == 1
