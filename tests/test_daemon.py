@@ -258,7 +258,7 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
     try:
         marks = {k: tmp_path / f"{k}.runs" for k in "ZABC"}
         for k, m in marks.items():
-            project.write(f"{k}.py", marked(m, sleep=0 if k == "Z" else 1.5))
+            project.write(f"{k}.py", marked(m, sleep={"Z": 0, "A": 3}.get(k, 0.5)))
         reqs = {k: body(quick(project, candidate=f"{k}.py::add_relu"), f"job-{k}") for k in "ZABC"}
         with d.http() as h:
             assert h.post("/v1/jobs", json=reqs["Z"]).status_code == 202
@@ -272,18 +272,13 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
             assert too_big.status_code == 413 and "--max-queue" in too_big.json()["error"]["message"]
             assert h.post("/v1/jobs/job-C/cancel").json()["state"] == "cancelled"
             wait_state(h, "job-A", "running")
+            waiter: dict = {}
+            client = threading.Thread(target=lambda: waiter.update(
+                res=d.client(reconnect_s=60).evaluate_many([quick(project, candidate="B.py::add_relu")])))
+            client.start()  # a client that submits and waits for its result when the daemon dies
             t0 = time.monotonic()
-            while runs(marks["A"]) == 0:  # A's candidate is imported: it is mid-evaluation
-                assert time.monotonic() - t0 < 60
-                time.sleep(0.05)
-        waiter: dict = {}
-        client = threading.Thread(target=lambda: waiter.update(
-            res=d.client(reconnect_s=60).evaluate_many([quick(project, candidate="B.py::add_relu")])))
-        client.start()  # a client that submitted and waits for its result when the daemon dies
-        with d.http() as h:
-            t0 = time.monotonic()
-            while h.get("/v1/queue").json()["jobs"]["queued"] < 2:
-                assert time.monotonic() - t0 < 30
+            while runs(marks["A"]) == 0 or h.get("/v1/queue").json()["jobs"]["queued"] < 2:
+                assert time.monotonic() - t0 < 30  # A imported (mid-evaluation); B and the client's queued
                 time.sleep(0.05)
         a_worker = int(marks["A"].read_text().split()[0])
         d.kill9()

@@ -138,7 +138,10 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
             raise UsageError("--spool needs the watchdog package (pip install watchdog)") from None
         from .spool import Spool
         spool = Spool(Path(args.spool), store, scheduler, max_body, poll_s=args.spool_poll)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    try:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    except TypeError:  # aiohttp before 3.9 takes the shutdown timeout elsewhere
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, ssl_context=ctx)
     try:
