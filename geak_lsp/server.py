@@ -513,6 +513,7 @@ async def on_config(ls: GeakServer, params: t.DidChangeConfigurationParams):
 
 @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
 def on_open(ls: GeakServer, params: t.DidOpenTextDocumentParams):
+    ls.targets.get(params.text_document.uri, params.text_document.text)  # parse once, up front
     ls.on_changed(params.text_document.uri)
 
 

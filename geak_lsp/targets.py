@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from runner.source import input_conventions, is_triton_kernel, launched_kernels, top_level_names
+from runner.source import is_triton_kernel, launched_kernels, top_level_names
 
 INPUT_NAMES = {"get_inputs", "get_init_inputs", "get_flops", "INPUT_CASES"}
 
@@ -138,52 +139,176 @@ def _name_col(lines: list[str], node: ast.AST) -> int:
     return col + 1 if col >= 0 else node.col_offset
 
 
-def find_targets(text: str) -> DocumentTargets:
-    """Parse ``text`` and list its targets. Raises SyntaxError (and ValueError for NUL bytes)."""
+@dataclass
+class _Def:
+    """One top-level function or class, lines relative to its block (0-based)."""
+    name: str
+    is_class: bool
+    is_kernel: bool
+    is_module: bool
+    launched: frozenset
+    uses_torch: bool
+    params: list
+    init_params: list
+    has_args: bool
+    start: int
+    end: int
+    header_end: int
+    name_line: int
+    name_col: int
+
+
+@dataclass
+class _Block:
+    defs: list
+    names: list
+    """Top-level names bound in the block, in order (a later binding wins, as in Python)."""
+    kinds: dict
+    """name -> "def" | "other": what each name is bound to last."""
+    torch_import: bool
+
+
+def _summarize(text: str) -> _Block:
+    """Parse one block of top-level statements and keep only what targets need."""
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     names = top_level_names(tree)
-    kernels = {n for n, d in names.items() if is_triton_kernel(d)}
-    has_torch = any(isinstance(n, (ast.Import, ast.ImportFrom)) and any(
-        (a.name or "").split(".")[0] == "torch" for a in n.names) or
+    kinds = {n: ("def" if isinstance(d, ast.FunctionDef) else "other") for n, d in names.items()}
+    torch_import = any(
+        (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" for a in n.names)) or
         (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch")
         for n in tree.body)
-    out: list[Target] = []
-    launches: dict[str, set[str]] = {}
+    defs = []
     for node in tree.body:
         if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             continue
-        if node.name in INPUT_NAMES or node.name.startswith("test"):
-            continue
         start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-        span = Span(start, (node.end_lineno or node.lineno) - 1)
-        header = Span(start, _header_end(node))
-        t = Target(name=node.name, kind="function", span=span, header=header,
-                   name_line=node.lineno - 1, name_col=_name_col(lines, node))
-        if node.name in kernels:
+        is_class = isinstance(node, ast.ClassDef)
+        defs.append(_Def(
+            name=node.name, is_class=is_class, is_kernel=is_triton_kernel(node),
+            is_module=is_class and _is_module_class(node),
+            launched=frozenset(launched_kernels(node)) if not is_class else frozenset(),
+            uses_torch=_uses_torch(node),
+            params=_params(_method(node, "forward"), skip_self=True) if is_class else _params(node),
+            init_params=_params(_method(node, "__init__"), skip_self=True) if is_class else [],
+            has_args=bool(getattr(getattr(node, "args", None), "args", None)),
+            start=start, end=(node.end_lineno or node.lineno) - 1, header_end=_header_end(node),
+            name_line=node.lineno - 1, name_col=_name_col(lines, node)))
+    return _Block(defs=defs, names=list(names), kinds=kinds, torch_import=torch_import)
+
+
+_CONTINUATION = re.compile(r"(else|elif|except|finally)\b|[)\]}]")
+
+
+def _block_starts(lines: list[str]) -> list[int]:
+    """Lines where a top-level statement may begin: column 0, not blank, not a comment, not a
+    continuation (else/elif/except/finally, a closing bracket), and not the def under a
+    decorator. A start inside a string or brackets only makes a block that does not parse
+    alone; such a block is joined with the next one."""
+    starts, after_decorator = [], False
+    for i, line in enumerate(lines):
+        c = line[:1]
+        if not c or c in " \t\r\n\f#" or _CONTINUATION.match(line):
+            continue
+        if after_decorator:
+            after_decorator = c == "@"
+            continue
+        starts.append(i)
+        after_decorator = c == "@"
+    return starts or [0]
+
+
+_BLOCKS: dict[str, _Block] = {}
+MAX_CACHED_BLOCKS = 20000
+
+
+def _parsed_blocks(lines: list[str]) -> list[tuple[int, _Block]]:
+    """(first line, summary) for each block; parsed once per distinct block text, so an edit
+    re-parses only the block it touches. Raises SyntaxError when the text does not parse."""
+    starts = _block_starts(lines) + [len(lines)]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    out = []
+    i = 0
+    while i < len(starts) - 1:
+        j = i + 1
+        while True:
+            text = "".join(lines[starts[i]:starts[j]])
+            block = _BLOCKS.get(text)
+            if block is None:
+                try:
+                    block = _summarize(text)
+                except SyntaxError:
+                    if j < len(starts) - 1:
+                        j += 1  # joined with the next block: a string or bracket spans them
+                        continue
+                    ast.parse("".join(lines))  # the document's own error, with its line number
+                    raise
+                if len(_BLOCKS) > MAX_CACHED_BLOCKS:
+                    _BLOCKS.clear()
+                _BLOCKS[text] = block
+            break
+        out.append((starts[i], block))
+        i = j
+    return out
+
+
+def find_targets(text: str) -> DocumentTargets:
+    """List the targets of ``text``. Raises SyntaxError (and ValueError for NUL bytes).
+
+    Works block by block (see ``_parsed_blocks``); the result is what one ``ast.parse`` of the
+    whole text would give (tests/test_lsp_units.py checks this on real files)."""
+    if "\x00" in text:
+        raise ValueError("source code string cannot contain null bytes")
+    lines = text.splitlines(keepends=True)
+    blocks = _parsed_blocks(lines)
+    kinds: dict[str, str] = {}
+    has_torch = False
+    for _, b in blocks:
+        kinds.update(b.kinds)
+        has_torch = has_torch or b.torch_import
+    defs = [(off, d) for off, b in blocks for d in b.defs]
+    kernels = {d.name for _, d in defs if d.is_kernel}
+    # Python's own rule: the last binding of a name wins.
+    last_def: dict[str, _Def] = {}
+    for _, d in defs:
+        last_def[d.name] = d
+    kernels = {k for k in kernels if kinds.get(k) == "def" and last_def[k].is_kernel}
+    out: list[Target] = []
+    launches: dict[str, set[str]] = {}
+    for off, d in defs:
+        if d.name in INPUT_NAMES or d.name.startswith("test"):
+            continue
+        t = Target(name=d.name, kind="function", span=Span(off + d.start, off + d.end),
+                   header=Span(off + d.start, off + d.header_end), name_line=off + d.name_line,
+                   name_col=d.name_col, params=list(d.params))
+        if d.name in kernels:
             t.kind = "kernel"
-            t.params = _params(node)
-        elif isinstance(node, ast.ClassDef):
-            if not _is_module_class(node):
+        elif d.is_class:
+            if not d.is_module:
                 continue
             t.kind = "module"
-            t.params = _params(_method(node, "forward"), skip_self=True)
-            t.init_params = _params(_method(node, "__init__"), skip_self=True)
+            t.init_params = list(d.init_params)
         else:
-            launched = launched_kernels(node) & kernels
+            launched = set(d.launched) & kernels
             if launched:
                 t.kind = "wrapper"
                 t.kernels = sorted(launched)
-                launches[node.name] = launched
-            elif not (has_torch and _uses_torch(node)):
+                launches[d.name] = launched
+            elif not (has_torch and d.uses_torch):
                 continue  # plain Python: not something GEAK optimizes
-            t.params = _params(node)
         out.append(t)
     for t in out:
         if t.kind == "kernel":
             t.wrappers = [w for w, ks in launches.items() if t.name in ks]
-    return DocumentTargets(targets=out, conventions=input_conventions(tree), lines=lines,
-                           has_torch_import=has_torch)
+    conventions = []
+    if kinds.get("get_inputs") == "def":
+        conventions.append("cases" if "INPUT_CASES" in kinds else "kernelbench")
+    tests = [d for d in last_def.values() if d.name.startswith("test") and kinds.get(d.name) == "def"
+             and not d.is_class]
+    if tests:
+        conventions.append("pytest" if any(d.has_args for d in tests) else "tritonbench")
+    return DocumentTargets(targets=out, conventions=conventions, lines=lines, has_torch_import=has_torch)
 
 
 class TargetCache:

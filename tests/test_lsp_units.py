@@ -142,3 +142,60 @@ def test_the_store_persists_by_source_hash_and_device_and_survives_a_damaged_fil
     assert (tmp_path / ".geak" / "lsp-results.json.bad").exists()
     broken.put(rec)
     assert json.loads((tmp_path / ".geak" / "lsp-results.json").read_text())["version"] == 1
+
+
+TRICKY = '''"""Module docstring
+def not_a_function():
+    with a line at column 0
+"""
+import torch
+import triton
+
+
+@triton.jit
+@other.decorator(
+    x=1,
+)
+def k(x_ptr):
+    s = """
+def fake(x):
+    torch.relu(x)
+"""
+    pass
+
+
+def wrap(x):
+    k[(1,)](x)
+try:
+    import numpy
+except ImportError:
+    numpy = None
+else:
+    pass
+finally:
+    pass
+if True:
+    def maybe(x): return torch.relu(x)
+elif False:
+    pass
+value = foo(
+"col-0 string in a call")
+total = 1 + \\
+2
+def f(x):
+    return torch.relu(x)
+'''
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in
+                                        list((ROOT / "examples").glob("*.py")) + list((ROOT / "runner").glob("*.py"))
+                                        + list((ROOT / "tests").glob("*.py"))) + ["<tricky>"])
+def test_block_wise_discovery_equals_one_parse_of_the_whole_file(path, monkeypatch):
+    from geak_lsp import targets as T
+    text = TRICKY if path == "<tricky>" else (ROOT / path).read_text()
+    blockwise = T.find_targets(text)
+    monkeypatch.setattr(T, "_block_starts", lambda lines: [0])
+    whole = T.find_targets(text)
+    assert blockwise == whole
+    if path == "<tricky>":
+        assert {t.name: t.kind for t in whole.targets} == {"k": "kernel", "wrap": "wrapper", "f": "function"}
