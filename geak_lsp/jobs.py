@@ -73,10 +73,10 @@ class JobManager:
     def submit(self, job: Job, work: Callable[[Job], Any]) -> Job:
         job.ctx = JobContext(lambda msg, pct: self.on_progress(job, msg, pct))
         with self._lock:
+            ahead = sum(1 for j in self.jobs.values() if j.state in ("queued", "running"))
             self.jobs[job.id] = job
-            waiting = sum(1 for j in self.jobs.values() if j.state == "running")
-        if waiting >= self.max_jobs:
-            self.on_progress(job, f"queued: {waiting} GEAK job(s) running (geak.maxJobs = {self.max_jobs})", 0)
+        if ahead >= self.max_jobs:
+            self.on_progress(job, f"queued: {ahead} GEAK job(s) ahead (geak.maxJobs = {self.max_jobs})", 0)
 
         def run():
             if job.ctx.cancelled:

@@ -353,6 +353,8 @@ class GeakServer(LanguageServer):
                 end_msg = why
         if job.token:
             self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=end_msg))
+        else:  # no progress bar in this client: say it once
+            self.window_show_message(t.ShowMessageParams(type=t.MessageType.Info, message=f"GEAK: {end_msg}"))
         self.log(f"GEAK: {job.id} done: {end_msg}")
         for n in out.notes:
             self.log(f"GEAK: {job.id}: {n}")
@@ -625,6 +627,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.tcp:
         server.start_tcp(args.host, args.port)
+        _exit_now()
         return 0
     # stdout is the protocol: keep it for pygls and send anything else printed (by any library,
     # in any thread) to stderr, so a stray print can never corrupt a message.
@@ -632,7 +635,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     server.start_io(sys.stdin.buffer, proto_out)
+    _exit_now()
     return 0
+
+
+def _exit_now() -> None:
+    """After ``exit``: cancel the jobs, let the runner stop its idle workers, and leave without
+    waiting for job threads that are blocked in an evaluation (its worker ends with it)."""
+    server.jobs.shutdown()
+    r = server._runner
+    if r is not None:
+        done = threading.Thread(target=r.close, daemon=True)
+        done.start()
+        done.join(5.0)
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -147,8 +147,8 @@ async def test_cancel_from_the_progress_token_and_by_geak_cancel_while_the_serve
         opt = await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")
         started = await ed.execute(opt.command)
         token = started["token"]
-        await ed.until(lambda: any(isinstance(v, t.WorkDoneProgressReport) and "tuning batch 1: 1 of" in (v.message or "")
-                                   for v in ed.progress(token)) or None, 90, "the first tuned config")
+        await ed.until(lambda: any(isinstance(v, t.WorkDoneProgressReport) and (v.message or "").startswith("tuning launch settings")
+                                   for v in ed.progress(token)) or None, 90, "the tuning to start")
         # The server answers while the job runs.
         t0 = time.monotonic()
         assert "Not measured yet" in await ed.hover(uri, KERNEL_LINE)
@@ -161,6 +161,9 @@ async def test_cancel_from_the_progress_token_and_by_geak_cancel_while_the_serve
         ed.client.window_work_done_progress_cancel(t.WorkDoneProgressCancelParams(token=token))
         end = await ed.job_end(token, timeout=10)
         assert end.message == "cancelled"
+        n = len(ed.progress(token))
+        await asyncio.sleep(1.5)  # the job's thread stops at its next evaluation and reports nothing more
+        assert len(ed.progress(token)) == n and isinstance(ed.progress(token)[-1], t.WorkDoneProgressEnd)
         info = await ed.info()
         assert [j["state"] for j in info["jobs"]] == ["cancelled"]
         assert not ed.applied
@@ -169,6 +172,27 @@ async def test_cancel_from_the_progress_token_and_by_geak_cancel_while_the_serve
         res = await ed.execute(t.Command(title="cancel", command="geak.cancel", arguments=[started["job"]]))
         assert res == {"cancelled": [started["job"]]}
         assert (await ed.job_end(started["token"], timeout=10)).message == "cancelled"
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_jobs_beyond_geak_max_jobs_wait_their_turn(proj):
+    proj.write("k2.py", ADD_RELU)
+    ed = await start(proj.root, init={"geak": {**BASE, "maxJobs": 1}})
+    try:
+        uris = [ed.open(proj.root / "k.py"), ed.open(proj.root / "k2.py")]
+        started = []
+        for uri in uris:
+            bench = await ed.action(uri, WRAPPER_LINE, "Benchmark with GEAK")
+            started.append(await ed.execute(bench.command))
+        second = [v.message for v in ed.progress(started[1]["token"])]
+        await ed.until(lambda: any("queued: 1 GEAK job(s) ahead (geak.maxJobs = 1)" in (v.message or "")
+                                   for v in ed.progress(started[1]["token"])), 10, f"queued, got {second}")
+        ends = [await ed.job_end(s["token"]) for s in started]
+        assert all("correct on 2 case(s)" in e.message for e in ends)
+        info = await ed.info()
+        assert [j["state"] for j in info["jobs"]] == ["done", "done"]
     finally:
         await stop(ed)
 
