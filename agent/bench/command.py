@@ -144,7 +144,10 @@ def run_bench(args) -> int:
         if bench.state.stale:
             _err(f"note: {bench.state.path} was made with other settings: every task runs again")
         records, _ = bench.run()
-        device = bench.device()
+        try:
+            device = bench.device()
+        except Exception:  # the runner went away: the records say so
+            device = None
     finally:
         runner.close()
     command = "geak bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""

@@ -134,7 +134,7 @@ def load_suite(directory: Path, fmt: str = "auto", pattern: Optional[str] = None
         try:
             found = detect(text, rel)
             use = found if fmt == "auto" else fmt
-            if use is None:
+            if found is None:  # not a task in any format (a helper module, a README's code)
                 not_tasks.append(name)
                 continue
             if fmt != "auto" and found is not None and found != fmt:

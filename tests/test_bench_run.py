@@ -1,0 +1,167 @@
+"""geak bench with the real runner (CPU interpreter): the fixture formats end to end, candidates
+and pass@k, the tuner, resume, the CLI's outputs and exit codes, a remote runner, and every task
+of the project's own suite checked against its PyTorch reference."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.bench.suite import Bench, Settings
+from agent.bench.tasks import load_suite
+from conftest import ROOT
+from runner.schema import EvalOptions
+
+FIX = ROOT / "tests" / "bench_fixtures"
+
+
+def geak(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "agent.cli", "bench", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def bench(runner, tmp_path, suite, candidates=None, strategy="none", **kw):
+    tasks, _ = load_suite(suite, candidates=candidates)
+    s = Settings(strategy=strategy, trials=2, **kw)
+    b = Bench(runner, tasks, s, EvalOptions(trials=2, device="interpreter"), tmp_path / "out", jobs=2,
+              stream=open(os.devnull, "w"))
+    records, _ = b.run()
+    return {r.name: r for r in records}
+
+
+def test_candidates_in_each_external_format(runner, tmp_path):
+    tb = bench(runner, tmp_path / "tb", FIX / "tritonbench", FIX / "tritonbench_candidates")["scaled_add"]
+    assert [(s.status, s.correct) for s in tb.samples] == [("ok", True)]
+    assert tb.cases_run == 3  # the three calls test_scaled_add makes
+    rocm = bench(runner, tmp_path / "rocm", FIX / "rocm", FIX / "rocm_candidates")["row_scale"]
+    assert rocm.cases_run == 4  # 2 shapes x 2 dtypes from the stacked parametrize marks
+    assert [(s.status, s.correct) for s in rocm.samples] == [("mismatch", False)]
+    kb = bench(runner, tmp_path / "kb", FIX / "kernelbench", FIX / "kernelbench_candidates")
+    assert [(s.status, s.correct) for s in kb["19_ReLU"].samples] == [("ok", True)]
+    # A ModelNew that hands the work back to PyTorch is rejected, not counted as correct.
+    assert [(s.status, s.correct) for s in kb["23_Softmax"].samples] == [("rejected", False)]
+
+
+def test_tune_strategy_verifies_configs_and_keeps_the_original_without_timing(runner, tmp_path):
+    r = bench(runner, tmp_path, FIX / "geak", strategy="tune", max_configs=3, tune_trials=1)["scale_shift"]
+    (s,) = r.samples
+    assert s.correct and s.source == "original" and s.speedup is None  # nothing timed on a CPU
+    assert any("config(s) verified" in n for n in r.notes)
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["tasks"]["scale_shift"]["samples"][0]["source"] == "original"
+
+
+def test_cli_pass_at_k_json_report_and_exit_codes(tmp_path):
+    out = tmp_path / "out"
+    p = geak(str(FIX / "geak"), "--candidates", str(FIX / "geak_candidates"), "--k", "1,2,3", "--out", str(out),
+             "--json", "-", "--report", str(tmp_path / "r.md"))
+    assert p.returncode == 0, p.stderr  # the task has a correct sample
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "geak.bench/1"
+    (t,) = doc["tasks"]
+    assert [s["status"] for s in t["samples"]] == ["ok", "mismatch", "runtime_error"]
+    pk = doc["summary"]["pass_at_k"]
+    assert pk["pass@1"] == pytest.approx(1 / 3) and pk["pass@2"] == pytest.approx(2 / 3) and pk["pass@3"] == 1.0
+    assert doc["summary"]["call_accuracy"] == 1.0 and doc["summary"]["execution_accuracy"] == 1.0
+    md = (tmp_path / "r.md").read_text()
+    assert "| `scale_shift` | geak | 1/3 correct | 2 / 1 |" in md and "Nothing was timed" in md
+    assert "[" in p.stderr and "1/1" in p.stderr  # progress on stderr
+    # A wrong candidate only: the suite ran, nothing verified -> 1
+    p = geak(str(FIX / "rocm"), "--candidates", str(FIX / "rocm_candidates"), "--out", str(tmp_path / "o2"))
+    assert p.returncode == 1 and "mismatch" in p.stderr and p.stdout == ""
+
+
+def test_cli_resume_runs_only_what_is_missing_or_changed(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for f in ("scale_shift.py", "scaled_add.py", "19_ReLU.py"):
+        (suite / f).write_text((FIX / "mixed" / f).read_text())
+    (tmp_path / "pyproject.toml").write_text("")
+    out = tmp_path / "out"
+    p = geak(str(suite), "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    state = json.loads((out / "state.json").read_text())
+    assert sorted(state["tasks"]) == ["19_ReLU", "scale_shift", "scaled_add"]
+    # Interrupted before the last task finished: its record is missing; and one task file changed.
+    del state["tasks"]["scaled_add"]
+    (out / "state.json").write_text(json.dumps(state))
+    (suite / "19_ReLU.py").write_text((suite / "19_ReLU.py").read_text().replace("dim = 512", "dim = 256"))
+    p = geak(str(suite), "--out", str(out), "--resume", "--json", "-", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "resuming: 1 task(s) already done" in p.stderr and "2/2" in p.stderr
+    assert "scale_shift:" not in p.stderr.split("resuming")[1]  # not run again
+    doc = json.loads(p.stdout)
+    assert [t["name"] for t in doc["tasks"]] == ["19_ReLU", "scale_shift", "scaled_add"]
+    assert all(t["samples"][0]["correct"] for t in doc["tasks"])
+    # Other settings: everything runs again.
+    p = geak(str(suite), "--out", str(out), "--resume", "--trials", "1", cwd=tmp_path)
+    assert p.returncode == 0 and "other settings" in p.stderr and "3/3" in p.stderr
+
+
+def test_cli_bad_input_exits_2_without_a_traceback(tmp_path):
+    (tmp_path / "broken.py").write_text("import triton\n\ndef get_inputs(:\n")
+    cases = [
+        ((str(tmp_path / "nope"),), "no such directory"),
+        ((str(tmp_path),), "broken.py:3: syntax error"),
+        ((str(FIX / "kernelbench"), "--format", "rocm"), "looks like the kernelbench format, not rocm"),
+        ((str(FIX / "geak"), "--strategy", "llm"), "--provider"),
+        ((str(FIX / "geak"), "--baselines", "jit"), "unknown kind 'jit'"),
+        ((str(FIX / "geak"), "--k", "0"), "--k takes"),
+    ]
+    for args, message in cases:
+        p = geak(*args)
+        assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
+        assert "Traceback" not in p.stderr and p.stdout == ""
+    assert "what to do" in geak(str(tmp_path)).stderr
+
+
+def test_cli_through_a_remote_runner(tmp_path):
+    from test_daemon import TOKEN, Daemon, free_port
+    url = f"http://127.0.0.1:{free_port()}"
+    p = geak(str(FIX / "tritonbench"), "--runner", url, "--out", str(tmp_path / "o0"), env={"GEAK_RUNNER_TOKEN": TOKEN})
+    assert p.returncode == 2 and "cannot reach the runner" in p.stderr and "Traceback" not in p.stderr
+    d = Daemon(tmp_path / "state", TOKEN).start()
+    try:
+        p = geak(str(FIX / "tritonbench"), "--candidates", str(FIX / "tritonbench_candidates"), "--runner", d.url,
+                 "--out", str(tmp_path / "o1"), "--json", "-", env={"GEAK_RUNNER_TOKEN": TOKEN})
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["device"]["backend"] == "interpreter"
+        assert doc["tasks"][0]["samples"][0]["correct"] is True
+    finally:
+        d.stop()
+
+
+def test_every_suite_task_matches_its_pytorch_reference(runner):
+    """Each benchmarks/ task's wrapper, as the candidate of its `<name>_reference` (the eager
+    baseline's request), reproduces it on every interpreter-sized case and trial."""
+    from agent.bench.baselines import baseline_request
+    tasks, _ = load_suite(ROOT / "benchmarks")
+    assert len(tasks) >= 25
+    results = runner.evaluate_many([baseline_request(t, "eager", EvalOptions(trials=2, device="interpreter"))
+                                    for t in tasks])
+    bad = []
+    for t, r in zip(tasks, results):
+        ran = [c for c in r.cases if not c.skipped]
+        if not (r.status == "ok" and r.correct and ran and all(c.passed for c in ran)):
+            bad.append(f"{t.name}: {r.status}: {r.message}")
+        if not r.launches.get("candidate") or r.launches.get("reference"):  # Triton vs plain PyTorch
+            bad.append(f"{t.name}: launched {r.launches}")
+        # GPU-sized cases are there, and skipped here with the reason.
+        if not any(c.skipped and "GPU runner" in c.skipped for c in r.cases):
+            bad.append(f"{t.name}: no GPU-sized case")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.slow
+def test_every_suite_task_passes_geak_eval_against_itself(runner):
+    """What `geak eval benchmarks/<task>.py::<task>` checks: it runs and gives the same answer twice."""
+    tasks, _ = load_suite(ROOT / "benchmarks")
+    results = runner.evaluate_many([t.request(EvalOptions(trials=1, device="interpreter")) for t in tasks])
+    bad = [f"{t.name}: {r.status}: {r.message}" for t, r in zip(tasks, results) if r.status != "ok"]
+    assert not bad, "\n".join(bad)
