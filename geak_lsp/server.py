@@ -369,6 +369,9 @@ class GeakServer(LanguageServer):
             reason = base.message + (f" — {base.error.hint}" if base.error and base.error.hint else "")
             fs.append(Finding(name, h, WARN, f"GEAK: {job.symbol} fails its own inputs: {reason}", "fails-own-inputs"))
             return fs
+        if base is None:  # the job could not start (e.g. the provider's setup): a problem to fix
+            fs.append(Finding(name, h, WARN, f"GEAK ({out.strategy}): {out.message}", "error"))
+            return fs
         if out.kind == "benchmark":
             fs.append(Finding(name, h, INFO, f"GEAK benchmark: {out.message}", "benchmark"))
             return fs

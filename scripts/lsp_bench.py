@@ -9,7 +9,8 @@
    * ``cached``: the document does not change between requests (the syntax tree is reused);
    * ``after edit``: a ``didChange`` before each request, so each one parses the file again;
    * ``during a job``: the same, ``cached``, while a real tuning job runs on the local runner
-     (worker subprocesses on the Triton CPU interpreter, so the CPU is busy).
+     (worker subprocesses on the Triton CPU interpreter, so the CPU is busy), measured from
+     the moment the first tuned config has been evaluated.
 Nothing here touches a GPU; the numbers are the server's own overhead.
 """
 
@@ -112,6 +113,15 @@ def client() -> LanguageClient:
     def configuration(ls, params):
         return [None for _ in params.items]
 
+    c.progress_messages = []
+
+    @c.feature(t.PROGRESS)
+    def progress(ls, params):
+        v = params.value or {}
+        msg = v.get("message") if isinstance(v, dict) else getattr(v, "message", None)
+        if msg:
+            ls.progress_messages.append(msg)
+
     @c.feature(t.WINDOW_SHOW_MESSAGE)
     def show(ls, params):
         print("server says:", params.message, file=sys.stderr)
@@ -212,7 +222,11 @@ async def main() -> int:
     # During a real job: tuning the first wrapper on the local runner (CPU interpreter).
     started = await c.workspace_execute_command_async(t.ExecuteCommandParams(
         command="geak.optimize", arguments=[{"uri": uri, "name": "add_relu_0"}]))
-    await asyncio.sleep(3.0)  # let the workers start and the first evaluations run
+    # Measure once configs are being evaluated (worker processes busy on the interpreter).
+    t0 = time.monotonic()
+    while not any(m.startswith("tuning batch") for m in c.progress_messages) and time.monotonic() - t0 < 120:
+        await asyncio.sleep(0.1)
+    out["during_job_waited_s"] = round(time.monotonic() - t0, 1)
     info = await c.workspace_execute_command_async(t.ExecuteCommandParams(command="geak.serverInfo"))
     running = [j["state"] for j in info["jobs"]] == ["running"]
     out["during_job"] = await measure(c, uri, def_lines, args.requests)
