@@ -83,21 +83,23 @@ def test_cli_resume_runs_only_what_is_missing_or_changed(tmp_path):
         (suite / f).write_text((FIX / "mixed" / f).read_text())
     (tmp_path / "pyproject.toml").write_text("")
     out = tmp_path / "out"
-    p = geak(str(suite), "--out", str(out), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    # A time budget that runs out during the first task: the rest waits for --resume (exit 1).
+    p = geak(str(suite), "--out", str(out), "--jobs", "1", "--time-budget", "1", cwd=tmp_path)
+    assert p.returncode == 1 and "time budget spent: 2 task(s) not started" in p.stderr, p.stderr
     state = json.loads((out / "state.json").read_text())
-    assert sorted(state["tasks"]) == ["19_ReLU", "scale_shift", "scaled_add"]
-    # Interrupted before the last task finished: its record is missing; and one task file changed.
-    del state["tasks"]["scaled_add"]
-    (out / "state.json").write_text(json.dumps(state))
-    (suite / "19_ReLU.py").write_text((suite / "19_ReLU.py").read_text().replace("dim = 512", "dim = 256"))
+    assert sorted(state["tasks"]) == ["19_ReLU"]
+    p = geak(str(suite), "--out", str(out), "--resume", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "resuming: 1 task(s) already done" in p.stderr and "2/2" in p.stderr and "19_ReLU:" not in p.stderr
+    # One task file changed: only it runs again.
+    (suite / "scale_shift.py").write_text((suite / "scale_shift.py").read_text().replace("dict(n=1000)", "dict(n=999)"))
     p = geak(str(suite), "--out", str(out), "--resume", "--json", "-", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "resuming: 1 task(s) already done" in p.stderr and "2/2" in p.stderr
-    assert "scale_shift:" not in p.stderr.split("resuming")[1]  # not run again
+    assert "resuming: 2 task(s) already done" in p.stderr and "1/1" in p.stderr and "scale_shift:" in p.stderr
     doc = json.loads(p.stdout)
     assert [t["name"] for t in doc["tasks"]] == ["19_ReLU", "scale_shift", "scaled_add"]
     assert all(t["samples"][0]["correct"] for t in doc["tasks"])
+    assert "n=999" in json.dumps(json.loads((out / "results" / "scale_shift.json").read_text()))
     # Other settings: everything runs again.
     p = geak(str(suite), "--out", str(out), "--resume", "--trials", "1", cwd=tmp_path)
     assert p.returncode == 0 and "other settings" in p.stderr and "3/3" in p.stderr

@@ -44,8 +44,12 @@ def baseline_request(task: Task, kind: str, options: EvalOptions) -> Optional[Ev
         gen = (Path(task.rel).parent / f"_geak_compiled_{stem}.py").as_posix()
         if gen.startswith("./"):
             gen = gen[2:]
+        # Compiling in this thread: Inductor's pool of compile workers would otherwise outlive the
+        # call, and the evaluator rejects work left running after a call.
         req.files[gen] = (task.text.rstrip("\n") + "\n\n\n# Added by geak bench: the reference under "
-                          f"torch.compile (Inductor).\n{task.reference}_compiled = torch.compile({task.reference})\n")
+                          "torch.compile (Inductor).\nimport torch._inductor.config\n\n"
+                          "torch._inductor.config.compile_threads = 1\n"
+                          f"{task.reference}_compiled = torch.compile({task.reference})\n")
         req.target = Target(gen, f"{task.reference}_compiled")
     req.candidate = Target(task.rel, task.symbol)
     req.candidate_files = {}

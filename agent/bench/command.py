@@ -52,6 +52,8 @@ def add_bench_arguments(b: argparse.ArgumentParser) -> None:
                    help=f"the per-GPU baseline cache (default {default_cache()})")
     b.add_argument("--out", metavar="DIR", default=None,
                    help="run directory: state.json and per-task results (default .geak/bench/<dir>-<strategy>)")
+    b.add_argument("--time-budget", type=float, metavar="S", default=None,
+                   help="start no new task after S seconds (the rest waits for --resume); exit 1")
     b.add_argument("--resume", action="store_true",
                    help="keep the tasks already done in --out (same settings, unchanged task files)")
     b.add_argument("--json", metavar="FILE", default=None, help="write the results as JSON to FILE ('-': stdout)")
@@ -140,7 +142,8 @@ def run_bench(args) -> int:
     _err(f"geak bench: {len(tasks)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
          f"run directory {out}")
     try:
-        bench = Bench(runner, tasks, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache)
+        bench = Bench(runner, tasks, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache,
+                      time_budget_s=args.time_budget)
         if bench.state.stale:
             _err(f"note: {bench.state.path} was made with other settings: every task runs again")
         records, _ = bench.run()
@@ -151,7 +154,12 @@ def run_bench(args) -> int:
     finally:
         runner.close()
     command = "geak bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""
+    if bench.not_started:
+        notes = notes + [f"incomplete: the time budget was spent before {len(bench.not_started)} task(s) "
+                         f"started ({', '.join(bench.not_started[:8])}{' ...' if len(bench.not_started) > 8 else ''}); "
+                         "run again with --resume"]
     doc = document(records, settings, device, str(suite), notes, ks, command)
+    doc["incomplete"] = list(bench.not_started)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     _err(summary_text(doc))
@@ -179,6 +187,8 @@ def run_bench(args) -> int:
     if unavailable and len(unavailable) == len(records):
         _err(f"geak: {unavailable[0].error}")
         return EXIT_BAD_INPUT
+    if bench.not_started:
+        return EXIT_UNVERIFIED
     all_ok = all(r.error is None and (b := r.best()) is not None and b.correct and b.status == "ok" for r in records)
     return EXIT_OK if all_ok else EXIT_UNVERIFIED
 

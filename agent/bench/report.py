@@ -150,3 +150,33 @@ def plot(doc: dict, path: Path) -> bool:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def main(argv=None) -> int:
+    """``python -m agent.bench.report BENCH.json REPORT.md``: the report and plot again from a
+    run's JSON (e.g. on a machine that has matplotlib, after a GPU run on one that has not)."""
+    import json
+    import sys
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m agent.bench.report BENCH.json REPORT.md", file=sys.stderr)
+        return 2
+    try:
+        doc = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        print(f"{args[0]}: cannot read the run's JSON: {e}", file=sys.stderr)
+        return 2
+    rp = Path(args[1])
+    png = rp.with_suffix(".png")
+    try:
+        drew = plot(doc, png)
+    except ImportError:
+        drew = False
+        print("note: no plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
+    rp.write_text(markdown(doc, png.name if drew else None), encoding="utf-8")
+    print(f"wrote {rp}" + (f" and {png}" if drew else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -196,7 +196,8 @@ def _gpu(r: Optional[EvalResult]) -> bool:
 class Bench:
     def __init__(self, runner, tasks: list[Task], settings: Settings, options: EvalOptions, out: Path,
                  resume: bool = False, jobs: int = 1, cache: Optional[BaselineCache] = None,
-                 on_progress: Optional[Callable[[TaskRecord], None]] = None, stream=None):
+                 on_progress: Optional[Callable[[TaskRecord], None]] = None, stream=None,
+                 time_budget_s: Optional[float] = None):
         self.runner, self.tasks, self.settings, self.options = runner, tasks, settings, options
         self.state = State(out, settings, resume)
         self.jobs = max(1, jobs)
@@ -205,6 +206,9 @@ class Bench:
         self.on_progress = on_progress
         self._device = None
         self._dlock = threading.Lock()
+        self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
+        self.not_started: list[str] = []
+        """Tasks left for a later --resume because the time budget was spent."""
 
     def device(self):
         with self._dlock:
@@ -220,8 +224,12 @@ class Bench:
         if reused:
             print(f"resuming: {reused} task(s) already done in {self.state.path}", file=self.stream)
 
-        def one(task: Task) -> TaskRecord:
+        def one(task: Task) -> Optional[TaskRecord]:
             t0 = time.monotonic()
+            if self.deadline is not None and t0 > self.deadline:
+                with self._dlock:
+                    self.not_started.append(task.name)
+                return None
             try:
                 rec, results = self.run_task(task)
             except Exception as e:  # a harness failure is reported for this task, the run goes on
@@ -239,7 +247,11 @@ class Bench:
         if todo:
             with concurrent.futures.ThreadPoolExecutor(max_workers=min(self.jobs, len(todo))) as ex:
                 list(ex.map(one, todo))
-        return [self.state.records[t.name] for t in self.tasks], reused
+        if self.not_started:
+            print(f"time budget spent: {len(self.not_started)} task(s) not started; run the same "
+                  "command again with --resume to go on", file=self.stream)
+        return [self.state.records[t.name] for t in self.tasks
+                if t.name in self.state.records and t.name not in self.not_started], reused
 
     # -- strategies
 
