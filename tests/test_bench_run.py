@@ -167,3 +167,35 @@ def test_every_suite_task_passes_geak_eval_against_itself(runner):
     results = runner.evaluate_many([t.request(EvalOptions(trials=1, device="interpreter")) for t in tasks])
     bad = [f"{t.name}: {r.status}: {r.message}" for t, r in zip(tasks, results) if r.status != "ok"]
     assert not bad, "\n".join(bad)
+
+
+def test_llm_strategy_samples_give_pass_at_k(tmp_path, monkeypatch, capsys):
+    """--strategy llm against the scripted LLM server: two runs of two iterations; the first run
+    gets a candidate that does not compile and a wrong one, the second two correct ones."""
+    from agent.bench.command import run_bench
+    from agent.cli import build_parser
+    from conftest import ADD_RELU
+    from llm_server import ScriptedLLM, load_transcript
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "add_relu.py").write_text(ADD_RELU)
+    (tmp_path / "pyproject.toml").write_text("")
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    server = ScriptedLLM(load_transcript(ROOT / "tests" / "transcripts" / "add_relu.json")).start()
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        args = build_parser().parse_args([
+            "bench", str(suite), "--strategy", "llm", "--provider", "openai", "--model", "scripted",
+            "--samples", "2", "--iterations", "2", "--k", "1,2", "--trials", "1", "--device", "interpreter",
+            "--out", str(tmp_path / "out"), "--json", "-"])
+        code = run_bench(args)
+    finally:
+        server.stop()
+    out = capsys.readouterr().out
+    doc = json.loads(out[out.index('{\n "schema": "geak.bench/1"'):])
+    (t,) = doc["tasks"]
+    assert [s["correct"] for s in t["samples"]] == [False, True]
+    assert doc["summary"]["pass_at_k"] == {"pass@1": 0.5, "pass@2": 1.0}
+    assert doc["summary"]["execution_accuracy"] == 1.0 and code == 0
+    assert len(server.prompts()) == 4

@@ -200,7 +200,8 @@ class Bench:
                  time_budget_s: Optional[float] = None):
         self.runner, self.tasks, self.settings, self.options = runner, tasks, settings, options
         self.state = State(out, settings, resume)
-        self.jobs = max(1, jobs)
+        # The GEAK loop's report is read from its stdout, which is one per process: one task at a time.
+        self.jobs = 1 if settings.strategy == "llm" else max(1, jobs)
         self.cache = cache or BaselineCache(None)
         self.stream = stream or sys.stderr
         self.on_progress = on_progress
