@@ -331,8 +331,9 @@ def cmd_optimize(args) -> int:
         base = runner.evaluate(req)
         if not base.correct:
             _err(render(base, str(req.target), None))
-            _err("geak: the original does not pass its own check; fix it first")
-            return EXIT_BAD_INPUT
+            if not (base.error and base.error.kind == "runner_unavailable"):
+                _err("geak: the original does not pass its own check; fix it first")
+            return exit_code(base) if base.error and base.error.kind == "runner_unavailable" else EXIT_BAD_INPUT
         arch = args.arch or (base.device.arch if base.device and base.device.arch in ARCHS else DEFAULT_ARCH)
         _err(f"tuning {req.target} for {arch} on {base.device.name if base.device else 'the runner'} ...")
         gpu = bool(base.device and base.device.backend != "interpreter" and base.timing)

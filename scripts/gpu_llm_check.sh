@@ -8,8 +8,9 @@
 # openai / anthropic SDKs talk to it. If the SDKs are not installed, wheels in ./.whl are used,
 # made on a machine with network, from the repository root:
 #   ../shared/device-wheels.sh openai==3.57.0 anthropic==2.16.0
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl typing_extensions==4.16.0
-# (pydantic, which both SDKs use, needs typing_extensions >= 4.16, newer than a GPU image may have).
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl typing_extensions==4.16.0 sniffio
+# (pydantic, which both SDKs use, needs typing_extensions >= 4.16, newer than a GPU image may have;
+# openai imports sniffio, which the H200 image lacks).
 #
 # What runs, for examples/softmax.py::softmax on the GPU:
 #   1. geak optimize --strategy llm --provider openai --model scripted --iterations 4, replaying

@@ -115,6 +115,9 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         row["_trials"] = rep.trials
         print(f"  geak {emit}: {rep.message} [{wall:.1f}s]", file=sys.stderr, flush=True)
 
+    if args.skip_triton:
+        row.pop("_trials", None)
+        return row
     # Triton's @triton.autotune over the same space (same budget when the space is larger).
     (site,) = find_launch_sites(text, wrapper)[:1]
     space = search_space(site, "cuda", "tl.dot" in text)
@@ -173,7 +176,7 @@ def table(rows: list[dict]) -> str:
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     sp = []
     for r in rows:
-        c, t = r["constants"], r.get("triton", {})
+        c, t = r.get("constants") or r.get("autotune"), r.get("triton", {})
         a = r.get("autotune", {"improved": False, "speedup": None})
         s_c = c["speedup"] if c["improved"] else 1.0
         sp.append(s_c)
@@ -196,6 +199,7 @@ def main() -> int:
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--max-configs", type=int, default=48)
+    ap.add_argument("--skip-triton", action="store_true", help="geak's tuner only")
     ap.add_argument("--emits", default="constants,autotune", help="edit forms to run, comma-separated")
     args = ap.parse_args()
     out = Path(args.out)

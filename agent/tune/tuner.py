@@ -123,12 +123,13 @@ def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False
 
 def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
                        evaluate: Callable[[list[dict[str, int]]], list[Trial]], budget: int,
-                       rounds: int = 3, feasible: Callable[[dict[str, int]], bool] = lambda c: True) -> list[Trial]:
+                       rounds: int = 3, feasible: Callable[[dict[str, int]], bool] = lambda c: True,
+                       prior: tuple = (), start_speed: float = 1.0) -> list[Trial]:
     """Vary one knob at a time around the best verified config so far (each axis's values in
     one parallel batch), until a whole round brings nothing or the budget is spent. Each trial
     is scored by its measured speedup over the original."""
-    done: dict[tuple, Trial] = {}
-    current, best_speed = dict(start), 1.0
+    done: dict[tuple, Trial] = {tuple(sorted(t.config.items())): t for t in prior}
+    current, best_speed = dict(start), start_speed
 
     def key(c):
         return tuple(sorted(c.items()))
@@ -392,11 +393,24 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         return [_trial(cfg, r) for cfg, r in zip(configs, results)]
 
     if timed and at is None and len(space) > max_configs:
-        # On a GPU: search, one knob at a time from the original, instead of sampling.
+        # On a GPU: a seeded sample of half the budget explores the space (the knobs of a tiled
+        # kernel interact, which one-knob moves alone miss), then coordinate descent refines
+        # from the best verified config found, one knob at a time.
         axes = search_axes(site, backend, uses_dot)
         start = {name: report.original.get(name, values[len(values) // 2]) for name, values in axes.items()}
-        report.trials = coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible)
-        report.notes.append(f"coordinate descent: {len(report.trials)} of {len(space)} configs evaluated")
+        n_explore = max_configs // 2 if len(space) > 2 * max_configs else 0
+        explored = evaluate(random.Random(seed).sample([c for c in space if c != start], n_explore)) if n_explore else []
+        best0 = choose(explored)
+        if best0 is not None:
+            start, speed0 = dict(best0.config), best0.speedup
+        else:
+            speed0 = 1.0
+        report.trials = explored + [t for t in coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible,
+                                                                   prior=tuple(explored), start_speed=speed0)
+                                    if t not in explored]
+        report.notes.append(f"searched {len(report.trials)} of {len(space)} configs: a seeded sample of "
+                            f"{n_explore}, then coordinate descent from "
+                            + ("the best of it" if best0 is not None else "the original"))
     else:
         if len(space) > max_configs:
             space = random.Random(seed).sample(space, max_configs)
