@@ -303,3 +303,46 @@ def test_geak_lsp_starts_without_torch():
     mods = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert "geak_lsp.server" in mods and "pygls.lsp.server" in mods
     assert not {m for m in mods if m.split(".")[0] in ("torch", "triton", "numpy")}
+
+
+@aio
+async def test_geak_lsp_over_tcp(proj):
+    """`geak-lsp --tcp --host H --port P`: the same server on a socket."""
+    import socket
+
+    from pygls.lsp.client import LanguageClient
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "geak_lsp", "--tcp", "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    c = LanguageClient("tcp-test", "1")
+    try:
+        for attempt in range(150):  # the first connection is the session: no probing
+            try:
+                await c.start_tcp("127.0.0.1", port)
+                break
+            except OSError:
+                if attempt == 149:
+                    raise
+                await asyncio.sleep(0.1)
+        res = await c.initialize_async(t.InitializeParams(capabilities=t.ClientCapabilities(),
+                                                          root_uri=proj.root.as_uri()))
+        assert res.server_info.name == "geak-lsp"
+        assert {"geak.optimize", "geak.benchmark", "geak.cancel"} <= set(res.capabilities.execute_command_provider.commands)
+        uri = (proj.root / "k.py").as_uri()
+        c.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+            uri=uri, language_id="python", version=1, text=ADD_RELU)))
+        pos = t.Position(line=WRAPPER_LINE, character=0)
+        acts = await c.text_document_code_action_async(t.CodeActionParams(
+            text_document=t.TextDocumentIdentifier(uri=uri), range=t.Range(start=pos, end=pos),
+            context=t.CodeActionContext(diagnostics=[])))
+        assert [a.title for a in acts] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        await c.shutdown_async(None)
+        c.exit(None)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        await c.stop()
+        if proc.poll() is None:
+            proc.kill()
