@@ -2,7 +2,8 @@
 
 ``scale = max|x| / 127`` per row and ``q = round(x / scale)`` clamped to [-127, 127]; returns
 ``(q int8, scale fp32)``. A first version: one program per row, the whole row in one block.
-Rounding is half away from zero (``floor(|v| + 0.5)`` with the sign put back).
+Rounding is half away from zero (``floor(|v| + 0.5)`` with the sign put back); the divisions
+are correctly rounded so that the int8 values match PyTorch's exactly.
 """
 
 import torch
@@ -16,8 +17,10 @@ def int8_quant_kernel(x_ptr, q_ptr, scale_ptr, n_cols, stride_x, stride_q, BLOCK
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    scale = tl.maximum(tl.max(tl.abs(x), axis=0), 1e-8) / 127.0
-    v = x / scale
+    # Correctly rounded divisions (div_rn), as PyTorch's: the fast default division of fp32 on a
+    # GPU can land on the other side of a .5 and change an int8 value by one.
+    scale = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), axis=0), 1e-8), 127.0)
+    v = tl.math.div_rn(x, scale)
     r = tl.where(v >= 0, tl.floor(v + 0.5), -tl.floor(-v + 0.5))
     r = tl.minimum(tl.maximum(r, -127.0), 127.0)
     tl.store(q_ptr + row * stride_q + cols, r.to(tl.int8), mask=mask)
