@@ -108,12 +108,16 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
             "tuned_ms": conf.timing.cand_ms if conf and conf.timing else None,
             "peak": peak(conf) if conf and conf.timing else None,
             "confirm_status": conf.status if conf else None,
-            "incorrect_configs": [t.config for t in rep.trials if not t.correct],
+            "incorrect_configs": [{"config": t.config, "status": t.status, "message": t.message[:500]}
+                                  for t in rep.trials if not t.correct],
         }
         row["base_peak"] = peak(base) if base.timing else None
         row["device"] = f"{base.device.name} ({base.device.arch})"
         row["_trials"] = rep.trials
         print(f"  geak {emit}: {rep.message} [{wall:.1f}s]", file=sys.stderr, flush=True)
+        for t in rep.trials:
+            if not t.correct:
+                print(f"    not verified: {t.config}: {t.status}: {t.message[:300]}", file=sys.stderr, flush=True)
 
     if args.skip_triton:
         row.pop("_trials", None)
