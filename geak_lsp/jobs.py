@@ -43,6 +43,8 @@ class Job:
     ctx: JobContext = field(default_factory=JobContext)
     future: Optional[concurrent.futures.Future] = None
     title: str = ""
+    settings: Any = None
+    """The ``Settings`` in force when the job was started (later changes do not affect it)."""
 
 
 class JobManager:

@@ -185,7 +185,7 @@ class GeakServer(LanguageServer):
             raise UserFacing(f"GEAK: {busy[0].id} is already running on {target.evaluated}")
         job = Job(kind=kind, uri=uri, name=name, symbol=target.evaluated, version=doc.version,
                   text=doc.source, source_hash=found.source_hash(target))
-        job.settings = self.settings  # type: ignore[attr-defined]
+        job.settings = self.settings
         job.title = f"GEAK: {'optimizing' if kind == 'optimize' else 'benchmarking'} {name}"
         caps = self.client_capabilities.window
         if caps is not None and caps.work_done_progress:
@@ -230,7 +230,7 @@ class GeakServer(LanguageServer):
         from runner.config import ConfigError, options_from_settings, project_settings
         from runner.source import SourceError, build_request
         from . import strategies
-        s: Settings = job.settings  # type: ignore[attr-defined]
+        s: Settings = job.settings
         root, rel = self.project(job.uri)
         try:
             opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
@@ -260,8 +260,7 @@ class GeakServer(LanguageServer):
             out = strategies.llm(runner, req, s, job.ctx, root)
         else:
             out = strategies.tune(runner, req, s, job.ctx)
-        out.root, out.rel = root, rel  # type: ignore[attr-defined]
-        out.merge = None  # type: ignore[attr-defined]
+        out.root, out.rel = root, rel
         if out.source:
             self._prepare_edit(job, out, runner, req)
         return out
@@ -289,7 +288,7 @@ class GeakServer(LanguageServer):
                     out.source = None
                     return
                 out.speedup = sp
-        out.merge = m  # type: ignore[attr-defined]
+        out.merge = m
 
     # Back on the loop --------------------------------------------------------
 
@@ -314,7 +313,7 @@ class GeakServer(LanguageServer):
             self.publish(job.uri)
             return
         assert out is not None
-        root, rel = out.root, out.rel  # type: ignore[attr-defined]
+        root, rel = out.root, out.rel
         base = out.baseline
         found0 = find_targets(job.text)
         tgt = found0.by_name(job.symbol)
@@ -322,7 +321,7 @@ class GeakServer(LanguageServer):
             self.store(root).put(record_from_result(base, rel, job.symbol, job.source_hash, job.kind,
                                                     tgt.kernels if tgt else []))
         findings = self._findings(job, out)
-        m: Optional[Merge] = getattr(out, "merge", None)
+        m: Optional[Merge] = out.merge
         end_msg = out.message
         if m is not None and out.source:
             title = _apply_title(out)

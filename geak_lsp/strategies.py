@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from runner.schema import EvalOptions, EvalRequest, EvalResult, Target
 
@@ -154,6 +154,11 @@ class Outcome:
     verified: int = 0
     total: int = 0
     notes: list[str] = field(default_factory=list)
+    root: Optional[Path] = None
+    """The project the job ran in, and the target file's path in it (set by the server)."""
+    rel: str = ""
+    merge: Any = None
+    """The ``edits.Merge`` of ``source`` into the job's text, once it is ready to offer."""
 
 
 def _reason(r: EvalResult) -> str:
