@@ -1,0 +1,60 @@
+/** The server's job progress (window/workDoneProgress): a notification with a cancel button,
+ * and the status bar's view of the running job. Replaces the client library's default handler,
+ * which shows only a status bar spinner without cancel. */
+
+import * as vscode from "vscode";
+import type { BaseLanguageClient } from "vscode-languageclient";
+import {
+  WorkDoneProgress, WorkDoneProgressCancelNotification, WorkDoneProgressCreateRequest,
+  type ProgressToken, type WorkDoneProgressBegin, type WorkDoneProgressEnd, type WorkDoneProgressReport,
+} from "vscode-languageclient";
+import type { StatusBar } from "./statusBar";
+
+/** The part of the language client this needs. */
+export type ProgressClient = Pick<BaseLanguageClient, "onRequest" | "onProgress" | "sendNotification">;
+
+export function trackProgress(client: ProgressClient, status: StatusBar): vscode.Disposable {
+  const live = new Set<vscode.Disposable>();
+  const onCreate = client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
+    const key = String(token);
+    let report: ((v: { message?: string; increment?: number }) => void) | undefined;
+    let finish: (() => void) | undefined;
+    let reported = 0;
+    const sub: vscode.Disposable = client.onProgress(WorkDoneProgress.type, token,
+      (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
+        if (v.kind === "begin") {
+          status.begin(key, v.title, v.message ?? "");
+          void vscode.window.withProgress(
+            { location: vscode.ProgressLocation.Notification, title: v.title, cancellable: v.cancellable ?? false },
+            (progress, cancel) => {
+              cancel.onCancellationRequested(() => {
+                void client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+              });
+              report = (x) => progress.report(x);
+              report({ message: v.message });
+              return new Promise<void>((resolve) => { finish = resolve; });
+            });
+        } else if (v.kind === "report") {
+          status.report(key, v.message);
+          const pct = typeof v.percentage === "number" ? Math.max(0, Math.min(100, v.percentage)) : undefined;
+          const increment = pct !== undefined ? Math.max(0, pct - reported) : undefined;
+          if (pct !== undefined) reported = Math.max(reported, pct);
+          report?.({ message: v.message, increment });
+        } else if (v.kind === "end") {
+          status.end(key);
+          finish?.();
+          if (v.message) vscode.window.setStatusBarMessage(`GEAK: ${v.message}`, 15000);
+          sub.dispose();
+          live.delete(sub);
+        }
+      });
+    live.add(sub);
+  });
+  return {
+    dispose: () => {
+      onCreate.dispose();
+      for (const d of live) d.dispose();
+      live.clear();
+    },
+  };
+}

@@ -1,0 +1,102 @@
+/** The status bar item: runner and device when idle; the running job and its best verified
+ * speedup so far while one runs. Clicking it shows the log. */
+
+import * as vscode from "vscode";
+import type { ClientSettings } from "./settings";
+
+export interface JobView {
+  title: string;
+  message: string;
+  best?: string;
+}
+
+/** "best verified 1.42x" in a progress message -> "1.42x". */
+export function bestSpeedup(message: string | undefined): string | undefined {
+  const m = /best verified (\d+(?:\.\d+)?)x/.exec(message ?? "");
+  return m ? `${m[1]}x` : undefined;
+}
+
+export function runnerText(s: ClientSettings): string {
+  if (!s.runnerUrl || s.runnerUrl === "local") return "local";
+  try {
+    const u = new URL(s.runnerUrl);
+    return u.protocol === "file:" ? "spool" : u.host;
+  } catch {
+    return s.runnerUrl;
+  }
+}
+
+export function statusText(s: ClientSettings, jobs: JobView[], state: "starting" | "running" | "stopped" | "failed"): { text: string; tooltip: string } {
+  const where = `${runnerText(s)} · ${s.device}`;
+  if (state === "failed") return { text: "$(warning) GEAK", tooltip: "GEAK: the server is not running; click for the log" };
+  if (state === "starting") return { text: "$(loading~spin) GEAK", tooltip: `GEAK: starting (${where})` };
+  if (state === "stopped") return { text: "$(circle-slash) GEAK", tooltip: "GEAK: stopped" };
+  if (jobs.length === 0) {
+    const strategy = s.strategy === "auto" ? (s.provider && s.model ? "llm" : "tune") : s.strategy;
+    return { text: `$(rocket) GEAK: ${where}`, tooltip: `GEAK: runner ${runnerText(s)}, device ${s.device}, strategy ${strategy}` };
+  }
+  const j = jobs[jobs.length - 1];
+  const name = j.title.replace(/^GEAK:\s*/, "");
+  const more = jobs.length > 1 ? ` (+${jobs.length - 1})` : "";
+  return {
+    text: `$(sync~spin) GEAK: ${name}${j.best ? ` — best ${j.best}` : ""}${more}`,
+    tooltip: `${jobs.map((x) => `${x.title}: ${x.message}`).join("\n")}\nrunner ${where}`,
+  };
+}
+
+export class StatusBar implements vscode.Disposable {
+  readonly item: vscode.StatusBarItem;
+  private readonly jobs = new Map<string, JobView>();
+  private state: "starting" | "running" | "stopped" | "failed" = "starting";
+
+  constructor(private settings: ClientSettings) {
+    this.item = vscode.window.createStatusBarItem("geak.status", vscode.StatusBarAlignment.Left, 10);
+    this.item.name = "GEAK";
+    this.item.command = "geak.showLog";
+    this.render();
+    this.item.show();
+  }
+
+  setSettings(s: ClientSettings): void {
+    this.settings = s;
+    this.render();
+  }
+
+  setState(state: "starting" | "running" | "stopped" | "failed"): void {
+    this.state = state;
+    if (state !== "running") this.jobs.clear();
+    this.render();
+  }
+
+  begin(token: string, title: string, message = ""): void {
+    this.jobs.set(token, { title, message, best: bestSpeedup(message) });
+    this.render();
+  }
+
+  report(token: string, message: string | undefined): void {
+    const j = this.jobs.get(token);
+    if (!j || message === undefined) return;
+    j.message = message;
+    j.best = bestSpeedup(message) ?? j.best;
+    this.render();
+  }
+
+  end(token: string): void {
+    this.jobs.delete(token);
+    this.render();
+  }
+
+  get text(): string {
+    return this.item.text;
+  }
+
+  private render(): void {
+    const { text, tooltip } = statusText(this.settings, [...this.jobs.values()], this.state);
+    this.item.text = text;
+    this.item.tooltip = tooltip;
+  }
+
+  dispose(): void {
+    this.item.dispose();
+  }
+}
