@@ -144,7 +144,7 @@ class GeakServer(LanguageServer):
     # ------------------------------------------------------------------ runner
 
     def runner_for(self, s: Settings):
-        key = (s.runner_url, s.interpreter, s.workers)
+        key = (s.runner_url, s.device, s.workers)
         with self._runner_lock:
             if self._runner is not None and self._runner_key == key:
                 return self._runner
@@ -158,7 +158,7 @@ class GeakServer(LanguageServer):
                     raise UserFacing(f"geak.runner.url: {e}") from None
             else:
                 from runner.local import LocalRunner
-                self._runner = LocalRunner(workers=s.workers, device="interpreter" if s.interpreter else "auto")
+                self._runner = LocalRunner(workers=s.workers, device=s.device)
             self._runner_key = key
         if old is not None:
             threading.Thread(target=old.close, daemon=True).start()
@@ -236,7 +236,7 @@ class GeakServer(LanguageServer):
             opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
         except ConfigError as e:
             raise UserFacing(f"GEAK: {e}") from None
-        opts.device = "interpreter" if s.interpreter else "auto"
+        opts.device = s.device
         opts.trials = s.trials
         overrides = {rel: job.text}
         for d in list(self.workspace.text_documents.values()):

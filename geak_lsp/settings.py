@@ -12,6 +12,7 @@ STRATEGIES = ("auto", "tune", "llm")
 PROVIDERS = ("openai", "anthropic")
 ARCHS = ("sm_80", "sm_90", "gfx90a", "gfx942")  # runner.aot.ARCHS, without importing it
 EMITS = ("constants", "autotune")
+DEVICES = ("auto", "cuda", "interpreter")
 
 
 @dataclass
@@ -24,8 +25,12 @@ class Settings:
     """``geak.runner.url``: a ``geak-runner serve`` URL (or file:///spool); None = local."""
     iterations: int = 3
     parallel: int = 1
-    interpreter: bool = False
-    """Run on the Triton CPU interpreter even when a GPU is present."""
+    interpreter: Optional[str] = None
+    """``geak.interpreter``: the Python the editor starts this server with (read by the
+    client; accepted here so that one settings section serves both)."""
+    device: str = "auto"
+    """``geak.device``: auto (a GPU if the runner has one, else the CPU interpreter), cuda, or
+    interpreter (the Triton CPU interpreter even when a GPU is present)."""
     arch: Optional[str] = None
     """Target for ahead-of-time compile reports; None = the runner's GPU, else sm_90."""
     max_jobs: int = 2
@@ -86,7 +91,8 @@ SCHEMA: dict[str, tuple[str, Callable[[Any], Optional[str]]]] = {
     "runner.url": ("runner_url", _url),
     "iterations": ("iterations", _int(1, 100)),
     "parallel": ("parallel", _int(1, 16)),
-    "interpreter": ("interpreter", _bool),
+    "interpreter": ("interpreter", _str_or_null),
+    "device": ("device", _choice(DEVICES)),
     "arch": ("arch", _choice(ARCHS, nullable=True)),
     "maxJobs": ("max_jobs", _int(1, 16)),
     "workers": ("workers", _int(1, 32)),

@@ -193,7 +193,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
 
 
 def _interpreted(runner, settings: Settings) -> bool:
-    if settings.interpreter:
+    if settings.device == "interpreter":
         return True
     pool = getattr(runner, "pool", None)
     return getattr(pool, "device", None) == "interpreter"

@@ -194,7 +194,7 @@ async def main() -> int:
     f = tmp / "long.py"
     f.write_text(text)
     n_lines = text.count("\n")
-    init = {"geak": {"interpreter": True, "workers": 1, "trials": 1, "maxConfigs": 200}}
+    init = {"geak": {"device": "interpreter", "workers": 1, "trials": 1, "maxConfigs": 200}}
 
     starts = []
     for _ in range(args.starts):

@@ -29,7 +29,7 @@ aio = pytest.mark.asyncio(loop_scope="function")
 WRAPPER_LINE = ADD_RELU.splitlines().index("def add_relu(x, y):")
 KERNEL_LINE = ADD_RELU.splitlines().index("@triton.jit")
 GOOD = "Wider blocks.\n\n```python\n" + textwrap.dedent(kernel_variant(block=512)).lstrip() + "```\n"
-BASE = {"interpreter": True, "trials": 1, "workers": 2}
+BASE = {"device": "interpreter", "trials": 1, "workers": 2}
 
 
 def llm_settings(**more):
@@ -253,7 +253,7 @@ async def test_a_file_that_does_not_parse_gets_reasons_not_a_crash(proj):
 async def test_invalid_settings_are_named_and_replaced_by_defaults(proj):
     ed = await start(proj.root, init={"geak": {"iterations": "many", "maxJobs": 0, "strategy": "fast",
                                                "runner": {"url": "ftp://x"}, "colour": "blue"}},
-                     configuration={"parallel": 3, "interpreter": "yes"})
+                     configuration={"parallel": 3, "device": "gpu"})
     try:
         await ed.until(lambda: len(ed.client.messages) >= 2, 10, "messages")
         text = "\n".join(messages(ed))
@@ -261,11 +261,11 @@ async def test_invalid_settings_are_named_and_replaced_by_defaults(proj):
                        "geak.maxJobs: expected an integer from 1 to 16, got 0",
                        "geak.strategy: expected one of 'auto', 'tune', 'llm', got 'fast'",
                        "geak.runner.url: expected 'local', an http(s):// URL",
-                       "geak.colour: unknown setting", "geak.interpreter: expected true or false, got 'yes'"):
+                       "geak.colour: unknown setting", "geak.device: expected one of 'auto', 'cuda', 'interpreter', got 'gpu'"):
             assert needle in text, (needle, text)
         s = (await ed.info())["settings"]
-        assert (s["iterations"], s["max_jobs"], s["strategy"], s["runner_url"], s["parallel"], s["interpreter"]) == \
-            (3, 2, "auto", None, 3, False)
+        assert (s["iterations"], s["max_jobs"], s["strategy"], s["runner_url"], s["parallel"], s["device"]) == \
+            (3, 2, "auto", None, 3, "auto")
         # A later configuration change is validated the same way.
         ed.client.set_configuration({"parallel": 2, "provider": "nobody"}, section="geak")
         ed.client.workspace_did_change_configuration(t.DidChangeConfigurationParams(settings=None))

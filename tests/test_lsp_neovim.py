@@ -31,7 +31,7 @@ def test_neovim_runs_optimize_and_reads_the_edited_buffer(tmp_path):
                "GEAK_LINE": str(ADD_RELU.splitlines().index("def add_relu(x, y):")),
                "GEAK_PYTHON": sys.executable, "GEAK_OUT": str(out),
                "GEAK_EXPECT": "add_relu_kernel[(triton.cdiv(n, 512),)]",
-               "GEAK_INIT": json.dumps({"geak": {"interpreter": True, "trials": 1, "strategy": "llm",
+               "GEAK_INIT": json.dumps({"geak": {"device": "interpreter", "trials": 1, "strategy": "llm",
                                                  "provider": "openai", "model": "scripted", "iterations": 1,
                                                  "applyUntimed": True}})}
         run = subprocess.run([NVIM, "--headless", "--clean", "-u", "NONE", "-c",
