@@ -7,7 +7,7 @@ import type { BaseLanguageClient } from "vscode-languageclient";
 import {
   WorkDoneProgress, WorkDoneProgressCancelNotification, WorkDoneProgressCreateRequest,
   type ProgressToken, type WorkDoneProgressBegin, type WorkDoneProgressEnd, type WorkDoneProgressReport,
-} from "vscode-languageclient";
+} from "vscode-languageserver-protocol";
 import type { StatusBar } from "./statusBar";
 
 /** The part of the language client this needs. */

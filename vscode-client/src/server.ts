@@ -24,6 +24,7 @@ export class GeakServer implements vscode.Disposable {
   lastProbe: Probe | undefined;
   private progress: vscode.Disposable | undefined;
   private starting: Promise<void> | undefined;
+  private restarting: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -37,9 +38,14 @@ export class GeakServer implements vscode.Disposable {
     return this.starting;
   }
 
-  async restart(): Promise<void> {
-    await this.stop();
-    await this.start();
+  /** Restarts run one after another (a key and a setting changing together restart twice, in order). */
+  restart(): Promise<void> {
+    this.restarting = this.restarting.catch(() => undefined).then(async () => {
+      await this.starting;
+      await this.stop();
+      await this.start();
+    });
+    return this.restarting;
   }
 
   private async doStart(): Promise<void> {

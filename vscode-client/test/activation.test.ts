@@ -1,0 +1,123 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import * as vscode from "vscode";
+
+const mock = vscode as unknown as typeof import("./vscode.mock");
+
+// The language client: record how it is made; the real one needs a running VS Code.
+const clients: Array<{ id: string; server: any; options: any; start: ReturnType<typeof vi.fn>; stop: ReturnType<typeof vi.fn>; handlers: Map<string, unknown> }> = [];
+vi.mock("vscode-languageclient/node", () => ({
+  TransportKind: { stdio: 0 },
+  LanguageClient: class {
+    handlers = new Map<string, unknown>();
+    start = vi.fn(async () => undefined);
+    stop = vi.fn(async () => undefined);
+    constructor(public id: string, _name: string, public server: any, public options: any) {
+      clients.push(this as any);
+    }
+    onRequest(type: { method: string }, h: unknown) { this.handlers.set(type.method, h); return { dispose() {} }; }
+    onProgress() { return { dispose() {} }; }
+    async sendNotification() {}
+  },
+}));
+
+const probeResult: { value: any } = { value: undefined };
+vi.mock("../src/probe", async (orig) => ({
+  ...(await orig<typeof import("../src/probe")>()),
+  probe: vi.fn(async (python: string) => probeResult.value ?? { ok: true, python, version: "0.1.0", settings: ["strategy", "device", "interpreter", "runner.url", "iterations"] }),
+}));
+
+import { activate, deactivate } from "../src/extension";
+import { probe } from "../src/probe";
+import { secretName } from "../src/secrets";
+
+const contexts: Array<{ subscriptions: Array<{ dispose(): unknown }> }> = [];
+function context(secrets = new mock.MemorySecrets()) {
+  const ctx = { subscriptions: [] as Array<{ dispose(): unknown }>, secrets };
+  contexts.push(ctx);
+  return ctx as unknown as vscode.ExtensionContext & { secrets: InstanceType<typeof mock.MemorySecrets> };
+}
+
+describe("activation", () => {
+  afterEach(() => {
+    for (const c of contexts.splice(0)) for (const d of c.subscriptions) d.dispose();
+  });
+  beforeEach(async () => {
+    await deactivate();
+    mock.resetMock();
+    clients.length = 0;
+    probeResult.value = undefined;
+  });
+
+  it("registers the commands, shows the status bar and starts the server with geak.interpreter", async () => {
+    mock.config.interpreter = "/opt/geak/bin/python";
+    mock.config.strategy = "tune";
+    mock.config.device = "interpreter";
+    const ctx = context();
+    ctx.secrets.values.set(secretName("openai"), "sk-secret");
+    await activate(ctx);
+    for (const id of ["geak.showLog", "geak.setApiKey", "geak.restartServer"]) expect(mock.registeredCommands.has(id), id).toBe(true);
+    // geak.optimize/benchmark/cancel are the server's: the client library registers them.
+    expect(mock.registeredCommands.has("geak.optimize")).toBe(false);
+    expect(probe).toHaveBeenCalledWith("/opt/geak/bin/python", expect.anything());
+    expect(clients).toHaveLength(1);
+    const c = clients[0];
+    expect(c.server.command).toBe("/opt/geak/bin/python");
+    expect(c.server.args).toEqual(["-m", "geak_lsp"]);
+    expect(c.server.options.env.OPENAI_API_KEY).toBe("sk-secret");
+    expect(c.options.documentSelector).toEqual([{ scheme: "file", language: "python" }]);
+    expect(c.options.initializationOptions).toEqual({ geak: { strategy: "tune", device: "interpreter" } });
+    expect(c.start).toHaveBeenCalled();
+    expect(c.handlers.has("window/workDoneProgress/create")).toBe(true);
+    expect(mock.statusItems[0].text).toBe("$(rocket) GEAK: local · interpreter");
+    expect(mock.statusItems[0].command).toBe("geak.showLog");
+    expect(mock.window.showErrorMessage).not.toHaveBeenCalled();
+  });
+
+  it("answers workspace/configuration with the server's view of geak.*", async () => {
+    mock.config.interpreter = "/x/python";
+    mock.config.iterations = 5;
+    await activate(context());
+    const mw = clients[0].options.middleware.workspace.configuration;
+    const res = await mw({ items: [{ section: "geak" }, { section: "python" }] }, {},
+      async () => [{ interpreter: "/x/python", iterations: 5, runner: { url: "local" } }, { x: 1 }]);
+    expect(res).toEqual([{ iterations: 5, "runner.url": "local" }, { x: 1 }]);
+  });
+
+  it("says how to install GEAK, and starts nothing, when the interpreter lacks it", async () => {
+    probeResult.value = { ok: false, python: "/usr/bin/python3", reason: "not-installed", detail: "ModuleNotFoundError: No module named 'geak_lsp'" };
+    await activate(context());
+    expect(clients).toHaveLength(0);
+    const [msg, ...buttons] = mock.window.showErrorMessage.mock.calls[0] as string[];
+    expect(msg).toContain("GEAK is not installed in /usr/bin/python3");
+    expect(msg).toContain("/usr/bin/python3 -m pip install geak");
+    expect(buttons).toContain("Copy install command");
+    expect(mock.statusItems[0].text).toBe("$(warning) GEAK");
+  });
+
+  it("restarts the server with the new key when a key is set, and on a new geak.interpreter", async () => {
+    const ctx = context();
+    mock.config.interpreter = "/a/python";
+    await activate(ctx);
+    expect(clients).toHaveLength(1);
+    await ctx.secrets.store(secretName("anthropic"), "sk-ant");
+    await vi.waitFor(() => expect(clients).toHaveLength(2));
+    expect(clients[0].stop).toHaveBeenCalled();
+    expect(clients[1].server.options.env.ANTHROPIC_API_KEY).toBe("sk-ant");
+    mock.changeConfig({ interpreter: "/b/python" });
+    await vi.waitFor(() => expect(clients).toHaveLength(3));
+    expect(clients[2].server.command).toBe("/b/python");
+    mock.changeConfig({ iterations: 7 }); // the server pulls this itself: no restart
+    await new Promise((r) => setTimeout(r, 20));
+    expect(clients).toHaveLength(3);
+  });
+
+  it("uses the Python extension's environment when geak.interpreter is empty", async () => {
+    const exports = { environments: {
+      getActiveEnvironmentPath: () => ({ path: "/envs/k" }),
+      resolveEnvironment: async () => ({ executable: { uri: mock.Uri.file("/envs/k/bin/python") } }),
+    } };
+    mock.extensionsById.set("ms-python.python", { isActive: true, exports, activate: async () => exports });
+    await activate(context());
+    expect(clients[0].server.command).toBe("/envs/k/bin/python");
+  });
+});
