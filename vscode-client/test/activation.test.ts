@@ -111,6 +111,28 @@ describe("activation", () => {
     expect(clients).toHaveLength(3);
   });
 
+  it("fills Optimize's arguments from the server's code action at the cursor (palette, no arguments)", async () => {
+    mock.config.interpreter = "/x/python";
+    await activate(context());
+    const c = clients[0] as any;
+    const arg = { uri: "file:///p/k.py", name: "add_relu" };
+    c.sendRequest = vi.fn(async () => [{ title: "Optimize with GEAK", command: { command: "geak.optimize", arguments: [arg] } }]);
+    mock.window.activeTextEditor = { document: { uri: mock.Uri.parse("file:///p/k.py"), languageId: "python" }, selection: { active: { line: 16, character: 2 } } };
+    const next = vi.fn(async () => ({ job: "j1" }));
+    const mw = c.options.middleware.executeCommand;
+    expect(await mw("geak.optimize", [], next)).toEqual({ job: "j1" });
+    expect(next).toHaveBeenCalledWith("geak.optimize", [arg]);
+    expect(c.sendRequest.mock.calls[0][1].range.start).toEqual({ line: 16, character: 2 });
+    // With arguments (the code action), they pass unchanged; with no target, nothing runs.
+    await mw("geak.benchmark", [arg], next);
+    expect(next).toHaveBeenLastCalledWith("geak.benchmark", [arg]);
+    c.sendRequest = vi.fn(async () => null);
+    next.mockClear();
+    expect(await mw("geak.optimize", [], next)).toBeUndefined();
+    expect(next).not.toHaveBeenCalled();
+    expect(mock.window.showWarningMessage).toHaveBeenCalled();
+  });
+
   it("uses the Python extension's environment when geak.interpreter is empty", async () => {
     const exports = { environments: {
       getActiveEnvironmentPath: () => ({ path: "/envs/k" }),
