@@ -2,7 +2,7 @@
  * keys, client options (settings, preview middleware), progress; restart on changes. */
 
 import * as vscode from "vscode";
-import { LanguageClient, type LanguageClientOptions, type ServerOptions, TransportKind } from "vscode-languageclient/node";
+import { LanguageClient, type LanguageClientOptions, type ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import { serverEnv } from "./env";
 import { chooseInterpreter, type Interpreter } from "./interpreter";
 import { makeApplyEditHandler, type PreviewContent } from "./preview";
@@ -25,6 +25,7 @@ export class GeakServer implements vscode.Disposable {
   private progress: vscode.Disposable | undefined;
   private starting: Promise<void> | undefined;
   private restarting: Promise<void> = Promise.resolve();
+  private stateWatch: vscode.Disposable | undefined;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -109,6 +110,11 @@ export class GeakServer implements vscode.Disposable {
       return;
     }
     this.progress = trackProgress(client, this.status);
+    this.stateWatch = client.onDidChangeState((e) => {
+      if (this.client !== client) return;
+      if (e.newState === State.Running) this.status.setState("running");
+      else if (e.newState === State.Stopped) this.status.setState("failed");
+    });
     this.status.setState("running");
     void vscode.commands.executeCommand("setContext", "geak.serverRunning", true);
     this.output.info(`GEAK: server ${p.version} running (${this.interpreter.path})`);
@@ -143,6 +149,8 @@ export class GeakServer implements vscode.Disposable {
   async stop(): Promise<void> {
     this.progress?.dispose();
     this.progress = undefined;
+    this.stateWatch?.dispose();
+    this.stateWatch = undefined;
     const c = this.client;
     this.client = undefined;
     if (c) {

@@ -7,6 +7,7 @@ const mock = vscode as unknown as typeof import("./vscode.mock");
 const clients: Array<{ id: string; server: any; options: any; start: ReturnType<typeof vi.fn>; stop: ReturnType<typeof vi.fn>; handlers: Map<string, unknown> }> = [];
 vi.mock("vscode-languageclient/node", () => ({
   TransportKind: { stdio: 0 },
+  State: { Stopped: 1, Starting: 3, Running: 2 },
   LanguageClient: class {
     handlers = new Map<string, unknown>();
     start = vi.fn(async () => undefined);
@@ -16,6 +17,8 @@ vi.mock("vscode-languageclient/node", () => ({
     }
     onRequest(type: { method: string }, h: unknown) { this.handlers.set(type.method, h); return { dispose() {} }; }
     onProgress() { return { dispose() {} }; }
+    stateListeners: Array<(e: { oldState: number; newState: number }) => void> = [];
+    onDidChangeState(l: (e: { oldState: number; newState: number }) => void) { this.stateListeners.push(l); return { dispose() {} }; }
     async sendNotification() {}
   },
 }));
@@ -71,6 +74,9 @@ describe("activation", () => {
     expect(mock.statusItems[0].text).toBe("$(rocket) GEAK: local · interpreter");
     expect(mock.statusItems[0].command).toBe("geak.showLog");
     expect(mock.window.showErrorMessage).not.toHaveBeenCalled();
+    // The server process dies (and the client library gives up restarting it): the item says so.
+    (c as any).stateListeners[0]({ oldState: 2, newState: 1 });
+    expect(mock.statusItems[0].text).toBe("$(warning) GEAK");
   });
 
   it("answers workspace/configuration with the server's view of geak.*", async () => {
