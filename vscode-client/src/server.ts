@@ -113,7 +113,7 @@ export class GeakServer implements vscode.Disposable {
     this.stateWatch = client.onDidChangeState((e) => {
       if (this.client !== client) return;
       if (e.newState === State.Running) this.status.setState("running");
-      else if (e.newState === State.Stopped) this.status.setState("failed");
+      else if (e.newState === State.Stopped || e.newState === State.StartFailed) this.status.setState("failed");
     });
     this.status.setState("running");
     void vscode.commands.executeCommand("setContext", "geak.serverRunning", true);

@@ -7,7 +7,7 @@ const mock = vscode as unknown as typeof import("./vscode.mock");
 const clients: Array<{ id: string; server: any; options: any; start: ReturnType<typeof vi.fn>; stop: ReturnType<typeof vi.fn>; handlers: Map<string, unknown> }> = [];
 vi.mock("vscode-languageclient/node", () => ({
   TransportKind: { stdio: 0 },
-  State: { Stopped: 1, Starting: 3, Running: 2 },
+  State: { Stopped: 1, Starting: 3, Running: 2, StartFailed: 4 },
   LanguageClient: class {
     handlers = new Map<string, unknown>();
     start = vi.fn(async () => undefined);
