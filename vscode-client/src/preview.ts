@@ -18,8 +18,10 @@ export class PreviewContent implements vscode.TextDocumentContentProvider {
     this.emitter.fire(uri);
   }
 
-  delete(uri: vscode.Uri): void {
-    this.texts.delete(uri.toString());
+  /** Keep the diff that is open readable; drop the earlier ones. */
+  forgetOlder(keep: vscode.Uri, max = 4): void {
+    const keys = [...this.texts.keys()].filter((k) => k !== keep.toString());
+    for (const k of keys.slice(0, Math.max(0, keys.length - max + 1))) this.texts.delete(k);
   }
 
   provideTextDocumentContent(uri: vscode.Uri): string {
@@ -79,7 +81,7 @@ export function makeApplyEditHandler(content: PreviewContent) {
       const applied = await vscode.workspace.applyEdit(we);
       return applied ? { applied: true } : { applied: false, failureReason: "the editor refused the edit" };
     } finally {
-      content.delete(right);
+      content.forgetOlder(right);
     }
   };
 }

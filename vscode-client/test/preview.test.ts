@@ -29,8 +29,12 @@ describe("preview before apply", () => {
 
   it("shows the diff and applies only when accepted", async () => {
     let shown = "";
+    let rightUri: vscode.Uri | undefined;
     mock.commands.executeCommand.mockImplementation(async (id: string, _l: unknown, right: unknown) => {
-      if (id === "vscode.diff") shown = content.provideTextDocumentContent(right as vscode.Uri);
+      if (id === "vscode.diff") {
+        rightUri = right as vscode.Uri;
+        shown = content.provideTextDocumentContent(rightUri);
+      }
     });
     mock.window.showInformationMessage.mockResolvedValue(APPLY);
     const next = vi.fn();
@@ -38,6 +42,8 @@ describe("preview before apply", () => {
     expect(shown).toBe("def f(x):\n    return x + x\n");
     expect(res).toEqual({ applied: true });
     expect(next).not.toHaveBeenCalled();
+    expect(rightUri!.scheme).toBe("geak-preview");
+    expect(content.provideTextDocumentContent(rightUri!)).toBe(shown); // the open diff stays readable
     const we = mock.workspace.applyEdit.mock.calls[0][0] as InstanceType<typeof mock.WorkspaceEdit>;
     expect(we.replaces).toHaveLength(1);
     expect(we.replaces[0].text).toBe("x + x");
