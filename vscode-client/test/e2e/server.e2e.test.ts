@@ -68,6 +68,7 @@ describe("the real GEAK server, driven over LSP", () => {
   let text = "";
   let version = 1;
   const applied: ApplyWorkspaceEditParams[] = [];
+  let decline = false;
   const progress = new Map<string, Array<{ kind: string; message?: string; title?: string }>>();
   const messages: string[] = [];
   let diagnostics: Diagnostic[] = [];
@@ -100,6 +101,7 @@ describe("the real GEAK server, driven over LSP", () => {
     conn.onRequest(RegistrationRequest.type, () => undefined);
     conn.onRequest(ApplyWorkspaceEditRequest.type, (params) => {
       applied.push(params);
+      if (decline) return { applied: false, failureReason: "declined in the preview" };
       const change = params.edit.documentChanges?.[0] as TextDocumentEdit | undefined;
       if (!change || change.textDocument.uri !== docUri()) return { applied: false, failureReason: "unexpected document" };
       if (change.textDocument.version !== version) return { applied: false, failureReason: "version mismatch" };
@@ -212,6 +214,26 @@ describe("the real GEAK server, driven over LSP", () => {
     const md = (hover?.contents as MarkupContent).value;
     expect(md).toContain("optimize run on **Triton CPU interpreter**");
     expect(md).not.toContain("stale");
+  }, 300000);
+
+  it("declined in the preview: nothing changes and the server offers the result as a code action", async () => {
+    decline = true;
+    const before = text;
+    const wrapper = text.split("\n").indexOf("def add_relu(x, y):");
+    const at = { start: { line: wrapper + 1, character: 4 }, end: { line: wrapper + 1, character: 4 } };
+    const actions = await conn.sendRequest(CodeActionRequest.type, { textDocument: { uri: docUri() }, range: at, context: { diagnostics: [] } }) as CodeAction[];
+    const opt = actions.find((a) => a.title === "Optimize with GEAK")!;
+    const started = await conn.sendRequest(ExecuteCommandRequest.type, opt.command as Command) as { token: string };
+    await waitFor("the second job's end", () => progress.get(started.token)?.find((v) => v.kind === "end"), 240000);
+    expect(applied).toHaveLength(2);
+    expect(text).toBe(before);
+    const again = await conn.sendRequest(CodeActionRequest.type, { textDocument: { uri: docUri() }, range: at, context: { diagnostics: [] } }) as CodeAction[];
+    const apply = again.find((a) => a.title.startsWith("Apply GEAK result"));
+    expect(apply, JSON.stringify(again.map((a) => a.title))).toBeDefined();
+    const edit = apply!.edit!;
+    expect(Object.values(edit.changeAnnotations ?? {}).every((a) => a.needsConfirmation)).toBe(true);
+    const after = applyTextEdits(text, (edit.documentChanges![0] as TextDocumentEdit).edits as TextEdit[]);
+    expect(after).toContain("BLOCK=1024");
   }, 300000);
 });
 
