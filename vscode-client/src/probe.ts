@@ -4,7 +4,7 @@
 import { execFile } from "node:child_process";
 
 export const PROBE_CODE = [
-  "import json, geak_lsp",
+  "import json, geak_lsp, pygls, lsprotocol",
   "try:",
   "    from geak_lsp import settings as s; keys = sorted(s.SCHEMA)",
   "except Exception:",

@@ -250,7 +250,8 @@ describe("the install check", () => {
       const r = spawnSync("python3", ["-m", "venv", "--without-pip", bare]);
       expect(r.status, String(r.stderr)).toBe(0);
       const python = path.join(bare, "bin", "python");
-      const p = await probe(python);
+      const { PYTHONPATH: _drop, ...env } = process.env;
+      const p = await probe(python, env);
       expect(p.ok).toBe(false);
       if (!p.ok) {
         expect(p.reason).toBe("not-installed");
