@@ -271,3 +271,51 @@ describe("the install check", () => {
     if (!p.ok) expect(p.reason).toBe("missing-python");
   });
 });
+
+describe("package.json's settings match the server's schema (geak_lsp/settings.py)", () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, "../../package.json"), "utf8"));
+  const props: Record<string, { default?: unknown; enum?: unknown[]; minimum?: number; maximum?: number; type?: unknown }> =
+    pkg.contributes.configuration.properties;
+  const code = [
+    "import json",
+    "from geak_lsp import settings as s",
+    "d = s.Settings()",
+    "out = {}",
+    "for key, (field, check) in s.SCHEMA.items():",
+    "    out[key] = {'default': getattr(d, field)}",
+    "print(json.dumps(out))",
+  ].join("\n");
+  const server: Record<string, { default: unknown }> = JSON.parse(
+    spawnSync(PYTHON, ["-c", code], { encoding: "utf8" }).stdout || "{}");
+  /** Does the server's own check accept this value for the setting? */
+  const accepts = (key: string, values: unknown[]): boolean[] => {
+    const r = spawnSync(PYTHON, ["-c",
+      "import json, sys\nfrom geak_lsp import settings as s\nkey, vals = json.load(sys.stdin)\n" +
+      "print(json.dumps([s.SCHEMA[key][1](v) is None for v in vals]))"], { input: JSON.stringify([key, values]), encoding: "utf8" });
+    return JSON.parse(r.stdout);
+  };
+
+  it("every server setting is contributed, with the server's default", () => {
+    expect(Object.keys(server).length).toBeGreaterThan(10);
+    for (const [key, { default: dflt }] of Object.entries(server)) {
+      const p = props[`geak.${key}`];
+      expect(p, `geak.${key}`).toBeDefined();
+      // Where the server's "unset" is null, the extension's is "local" / "" (a string setting).
+      const expected = key === "runner.url" && dflt === null ? "local" : key === "interpreter" && dflt === null ? "" : dflt;
+      expect(p.default, `geak.${key}`).toEqual(expected);
+    }
+  });
+
+  it("enums and integer ranges are the ones the server accepts", () => {
+    for (const [key] of Object.entries(server)) {
+      const p = props[`geak.${key}`];
+      if (p.enum) {
+        expect(accepts(key, p.enum), `geak.${key} enum`).toEqual(p.enum.map(() => true));
+        expect(accepts(key, ["not-a-value"]), `geak.${key}`).toEqual([false]);
+      }
+      if (p.type === "integer") {
+        expect(accepts(key, [p.minimum! - 1, p.minimum, p.maximum, p.maximum! + 1]), `geak.${key} range`).toEqual([false, true, true, false]);
+      }
+    }
+  });
+});
