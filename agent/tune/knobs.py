@@ -143,14 +143,7 @@ def find_launch_sites(text: str, wrapper: str) -> list[LaunchSite]:
 def apply(text: str, edits: dict[Span, str], inserts: Optional[dict[tuple[int, int], str]] = None) -> str:
     """Replace spans (and insert text at positions), back to front so offsets stay valid."""
     lines = text.splitlines(keepends=True)
-    starts = [0]
-    for ln in lines:
-        starts.append(starts[-1] + len(ln))
-
-    def off(line: int, col: int) -> int:
-        # ast col offsets are UTF-8 byte offsets
-        return starts[line - 1] + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-
+    off = lambda line, col: _offset(lines, line, col)  # noqa: E731
     ops = [(off(s[0], s[1]), off(s[2], s[3]), new) for s, new in edits.items()]
     ops += [(off(*pos), off(*pos), new) for pos, new in (inserts or {}).items()]
     for a, b, new in sorted(ops, key=lambda o: o[0], reverse=True):
@@ -281,6 +274,7 @@ def _slice(text: str, span: Span) -> str:
 
 
 def _offset(lines: list[str], line: int, col: int) -> int:
+    """Character offset in the text of an ast position (its col offsets are UTF-8 bytes)."""
     return sum(len(ln) for ln in lines[:line - 1]) + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
 
 

@@ -286,6 +286,17 @@ def shape_key(text: str, site: LaunchSite, trials: list[Trial]) -> list[str]:
     return key
 
 
+def _request(request: EvalRequest, source: Optional[str], **options) -> EvalRequest:
+    """The original request with ``options`` changed; with ``source``, a candidate that is the
+    target file rewritten (same path, same symbol)."""
+    opts = EvalOptions(**{**request.options.__dict__, **options})
+    if source is None:
+        return EvalRequest(target=request.target, files=request.files, options=opts)
+    path = request.target.path
+    return EvalRequest(target=request.target, files=request.files, candidate=Target(path, request.target.symbol),
+                       candidate_files={path: source}, options=opts)
+
+
 def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     t = Trial(config=config, status=r.status, correct=r.correct, message=r.message, resources=r.resources)
     if r.timing:
@@ -356,9 +367,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     feasible = lambda c: True  # noqa: E731
     blocks = dot_blocks(k.name for k in site.knobs) if uses_dot else None
     if blocks:
-        probe_opts = EvalOptions(**{**request.options.__dict__})
-        probe_opts.trials, probe_opts.timing, probe_opts.aot_arch = 1, False, arch
-        probe = runner.evaluate(EvalRequest(target=request.target, files=request.files, options=probe_opts))
+        probe = runner.evaluate(_request(request, None, trials=1, timing=False, aot_arch=arch))
         report.original_resources = [r for r in probe.resources if r.kernel == site.kernel]
         sizes = [_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
                  for t in r.arg_types.split(", ") if t.startswith("*")]
@@ -381,14 +390,8 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
             return report
 
     def evaluate(configs: list[dict[str, int]]) -> list[Trial]:
-        reqs = []
-        for cfg in configs:
-            opts = EvalOptions(**{**request.options.__dict__})
-            opts.trials, opts.aot_arch = trials_per_case, arch
-            reqs.append(EvalRequest(target=request.target, files=request.files,
-                                    candidate=Target(path, wrapper),
-                                    candidate_files={path: render(cfg)}, options=opts))
-        results = runner.evaluate_many(reqs)
+        results = runner.evaluate_many([_request(request, render(cfg), trials=trials_per_case, aot_arch=arch)
+                                        for cfg in configs])
         devices.extend(r.device for r in results if r.device)
         return [_trial(cfg, r) for cfg, r in zip(configs, results)]
 
@@ -405,9 +408,9 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
             start, speed0 = dict(best0.config), best0.speedup
         else:
             speed0 = 1.0
-        report.trials = explored + [t for t in coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible,
-                                                                   prior=tuple(explored), start_speed=speed0)
-                                    if t not in explored]
+        # The descent returns the explored trials first, then its own.
+        report.trials = coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible,
+                                           prior=tuple(explored), start_speed=speed0)
         report.notes.append(f"searched {len(report.trials)} of {len(space)} configs: a seeded sample of "
                             f"{n_explore}, then coordinate descent from "
                             + ("the best of it" if best0 is not None else "the original"))
@@ -443,10 +446,9 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     if emit == "autotune":
         defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
         names = sorted({n for t in report.trials for n in t.config})
-        original_full = {n: (report.original[n] if n in report.original else defaults.get(n))
-                         for n in names if n in report.original or n in defaults}
-        if at is not None:
-            original_full = {}
+        # An autotuned kernel's original is its own list, which is not one of the configs.
+        original_full = {} if at is not None else {
+            n: report.original.get(n, defaults.get(n)) for n in names if n in report.original or n in defaults}
         configs = autotune_configs(report.per_shape, original_full, report.trials)
         configs = [c for c in configs if c]
         if not per_shape_gain or not configs:
@@ -473,11 +475,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     report.search_speedup = best.speedup if best is not None else None
 
     # Confirm on a fresh evaluation: the best of many noisy measurements is biased upwards.
-    opts = EvalOptions(**{**request.options.__dict__})
-    opts.trials, opts.aot_arch = max(3, trials_per_case), arch
-    (conf,) = runner.evaluate_many([EvalRequest(target=request.target, files=request.files,
-                                                candidate=Target(path, wrapper),
-                                                candidate_files={path: source}, options=opts)])
+    (conf,) = runner.evaluate_many([_request(request, source, trials=max(3, trials_per_case), aot_arch=arch)])
     report.confirmation = conf
     sp = conf.timing.speedup if conf.timing else None
     margin = max(0.01, (conf.timing.spread_pct if conf.timing else 0.0) / 100.0)
