@@ -68,6 +68,9 @@ class LaunchSignature:
     constexprs: tuple  # ((name, value), ...)
     divisible: tuple  # indices of arguments divisible by 16 (pointers: 16-byte aligned)
     options: tuple  # ((name, value), ...)
+    specialized: tuple = ()
+    """Indices of the arguments the JIT gives an attribute (pointers and integers): the compile
+    then carries the same attributes as the JIT's, so both hit the same compile-cache entry."""
 
     def key(self):
         return (self.signature, self.constexprs, self.divisible, self.options)
@@ -76,8 +79,34 @@ class LaunchSignature:
 _PARAMS: dict[Any, list] = {}  # kernel function -> its parameters (launches repeat)
 
 
-def describe_launch(raw_fn, args: tuple, kwargs: dict) -> Optional[LaunchSignature]:
-    """Types of a launch's arguments, from the Python function behind a JIT kernel."""
+def with_config(launch: LaunchSignature, config: dict) -> LaunchSignature:
+    """The same launch with other constexpr values and launch options (a config to screen);
+    names that are neither a constexpr of the kernel nor an option are ignored."""
+    consts = tuple((k, config.get(k, v)) for k, v in launch.constexprs)
+    opts = dict(launch.options)
+    opts.update({k: v for k, v in config.items() if k in _OPTION_NAMES})
+    return LaunchSignature(launch.signature, consts, launch.divisible, tuple(sorted(opts.items())),
+                           launch.specialized)
+
+
+def _specializer():
+    """Triton's own argument specialisation (what ``JITFunction.run`` keys its compile on):
+    ``(type, attr)`` per value, e.g. ``("*fp16", "D")`` for a 16-byte aligned fp16 tensor and
+    ``("constexpr", 1)`` for the integer 1. None on Triton versions without it."""
+    try:
+        from triton._C.libtriton import native_specialize_impl
+        from triton.backends.compiler import BaseBackend
+    except Exception:
+        return None
+    return lambda v, specialize: native_specialize_impl(BaseBackend, v, False, specialize, specialize)
+
+
+def describe_launch(raw_fn, args: tuple, kwargs: dict,
+                    no_specialize: frozenset = frozenset()) -> Optional[LaunchSignature]:
+    """Types of a launch's arguments, from the Python function behind a JIT kernel, as the JIT
+    specialises them: integers equal to 1 become the constant 1 and 16-divisible integers and
+    16-byte aligned pointers are marked divisible, except for parameters in ``no_specialize``
+    (``do_not_specialize``), so that the compiled code is the code the launch runs."""
     import torch
 
     params = _PARAMS.get(raw_fn)
@@ -89,7 +118,8 @@ def describe_launch(raw_fn, args: tuple, kwargs: dict) -> Optional[LaunchSignatu
     options = tuple((k, kwargs[k]) for k in _OPTION_NAMES if k in kwargs)
     values = dict(zip([p.name for p in params], args))
     values.update({k: v for k, v in kwargs.items() if k not in _OPTION_NAMES})
-    sig, consts, div = [], [], []
+    spec = _specializer()
+    sig, consts, div, attributed = [], [], [], []
     for i, p in enumerate(params):
         if p.name in values:
             v = values[p.name]
@@ -102,6 +132,22 @@ def describe_launch(raw_fn, args: tuple, kwargs: dict) -> Optional[LaunchSignatu
         if is_const or v is None:
             sig.append((p.name, "constexpr"))
             consts.append((p.name, v))
+        elif spec is not None and isinstance(v, (torch.Tensor, bool, int, float)):
+            try:
+                ty, attr = spec(v, p.name not in no_specialize)
+            except Exception:
+                return None
+            if ty == "constexpr":  # the integer 1: the JIT compiles it in as a constant
+                sig.append((p.name, "constexpr"))
+                consts.append((p.name, attr))
+                continue
+            if isinstance(v, torch.Tensor) and str(v.dtype).replace("torch.", "") not in _DTYPES:
+                return None
+            sig.append((p.name, ty))
+            if isinstance(attr, str):
+                attributed.append(i)
+            if attr == "D":
+                div.append(i)
         elif isinstance(v, torch.Tensor):
             t = _DTYPES.get(str(v.dtype).replace("torch.", ""))
             if t is None:
@@ -119,7 +165,7 @@ def describe_launch(raw_fn, args: tuple, kwargs: dict) -> Optional[LaunchSignatu
             sig.append((p.name, "fp32"))
         else:
             return None  # tensor descriptors and other kinds are not described here
-    return LaunchSignature(tuple(sig), tuple(consts), tuple(div), options)
+    return LaunchSignature(tuple(sig), tuple(consts), tuple(div), options, tuple(attributed))
 
 
 def _tool(name: str) -> Optional[str]:
@@ -167,12 +213,28 @@ def occupancy(limits: ArchLimits, registers: Optional[int], shared: int, num_war
     return 100.0 * blocks * num_warps / limits.max_warps
 
 
-def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> KernelResources:
-    """Compile one launch configuration for ``arch`` and read its resources."""
-    import triton
+def source_for(raw_fn, launch: LaunchSignature, arch: str):
+    """What ``triton.compile`` gets for one launch on ``arch``: ``(source, target, options)``,
+    built as the JIT builds them, so that on that GPU the JIT finds this compile in its cache."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
+
+    limits = ARCHS[arch]
+    opts = dict(launch.options)
+    fn = raw_fn if isinstance(raw_fn, JITFunction) else JITFunction(raw_fn)
+    attrs = ({(i,): [["tt.divisibility", 16]] if i in launch.divisible else [] for i in launch.specialized}
+             if launch.specialized else {(i,): [["tt.divisibility", 16]] for i in launch.divisible})
+    src = ASTSource(fn, signature=dict(launch.signature), constexprs=dict(launch.constexprs), attrs=attrs)
+    options = {"num_warps": int(opts.get("num_warps", 4)),
+               "num_stages": int(opts.get("num_stages", 3 if limits.backend == "cuda" else 2)),
+               **{k: v for k, v in opts.items() if k in ("num_ctas", "maxnreg")}}
+    return src, GPUTarget(limits.backend, limits.target, limits.warp), options
+
+
+def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> KernelResources:
+    """Compile one launch configuration for ``arch`` and read its resources."""
+    import triton
 
     limits = ARCHS[arch]
     opts = dict(launch.options)
@@ -184,12 +246,7 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> Kernel
                           shared_limit=limits.smem_per_block)
     t0 = time.monotonic()
     try:
-        fn = raw_fn if isinstance(raw_fn, JITFunction) else JITFunction(raw_fn)
-        attrs = {(i,): [["tt.divisibility", 16]] for i in launch.divisible}
-        src = ASTSource(fn, signature=dict(launch.signature), constexprs=dict(launch.constexprs), attrs=attrs)
-        target = GPUTarget(limits.backend, limits.target, limits.warp)
-        options = {"num_warps": num_warps, "num_stages": num_stages,
-                   **{k: v for k, v in opts.items() if k in ("num_ctas", "maxnreg")}}
+        src, target, options = source_for(raw_fn, launch, arch)
         ck = triton.compile(src, target=target, options=options)
     except Exception as e:
         msg = str(e).strip().splitlines()
@@ -239,13 +296,15 @@ def compile_in_subprocess(jobs: list[dict], paths: list[str], timeout: float = 3
                            text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
-                                error=f"ahead-of-time compile took longer than {timeout:.0f} s") for j in jobs]
+                                error=f"ahead-of-time compile took longer than {timeout:.0f} s",
+                                variant=j.get("variant")) for j in jobs]
     try:
         return [from_dict(KernelResources, d) for d in json.loads(p.stdout.strip().splitlines()[-1])]
     except Exception:
         tail = (p.stderr or "").strip().splitlines()[-1:] or ["no output"]
         return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
-                                error=f"ahead-of-time compile failed: {tail[0][:200]}") for j in jobs]
+                                error=f"ahead-of-time compile failed: {tail[0][:200]}",
+                                variant=j.get("variant")) for j in jobs]
 
 
 def _main() -> None:  # python -m runner.aot < jobs.json
@@ -264,11 +323,15 @@ def _main() -> None:  # python -m runner.aot < jobs.json
             while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
                 obj = obj.fn  # through @triton.autotune / @triton.heuristics
             sig = LaunchSignature(tuple(map(tuple, j["signature"])), tuple(map(tuple, j["constexprs"])),
-                                  tuple(j["divisible"]), tuple(map(tuple, j["options"])))
-            out.append(compile_for(obj, j["kernel"], sig, j["arch"]))
+                                  tuple(j["divisible"]), tuple(map(tuple, j["options"])),
+                                  tuple(j.get("specialized", ())))
+            r = compile_for(obj, j["kernel"], sig, j["arch"])
+            r.variant = j.get("variant")
+            out.append(r)
         except Exception as e:
             out.append(KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0,
-                                       fits=False, error=f"{type(e).__name__}: {e}"[:300]))
+                                       fits=False, error=f"{type(e).__name__}: {e}"[:300],
+                                       variant=j.get("variant")))
     sys.stdout.write("\n" + json.dumps([to_dict(r) for r in out]) + "\n")
 
 

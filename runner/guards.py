@@ -101,7 +101,8 @@ class LaunchRecorder:
             cls.run = wrapped
             self.installed.append((cls, orig, wrapped))
 
-    def note_signature(self, side: str, name: str, raw_fn: Any, args: tuple, kwargs: dict) -> None:
+    def note_signature(self, side: str, name: str, raw_fn: Any, args: tuple, kwargs: dict,
+                       no_specialize: frozenset = frozenset()) -> None:
         if raw_fn is None:
             return
         _, sigs = self.signatures.setdefault((side, name), (raw_fn, {}))
@@ -109,7 +110,7 @@ class LaunchRecorder:
             return
         try:
             from .aot import describe_launch
-            sig = describe_launch(raw_fn, args, kwargs)
+            sig = describe_launch(raw_fn, args, kwargs, no_specialize)
         except Exception:
             sig = None
         if sig is not None:
@@ -140,7 +141,7 @@ class LaunchRecorder:
                 name = getattr(inner, "__name__", type(fn_self).__name__)
                 recorder.launches[recorder.side].append(Launch(
                     kernel=name, file=code.co_filename if code else "?", side_stream=side_stream))
-                recorder.note_signature(recorder.side, name, inner, args, kwargs)
+                recorder.note_signature(recorder.side, name, inner, args, kwargs, _not_specialized(fn_self))
             recorder.depth += 1
             try:
                 return orig(fn_self, *args, **kwargs)
@@ -148,6 +149,17 @@ class LaunchRecorder:
                 recorder.depth -= 1
 
         return run
+
+
+def _not_specialized(fn_self) -> frozenset:
+    """Parameter names a kernel declared ``do_not_specialize`` (a JITFunction keeps it on its
+    params; the interpreter's function in its decorator kwargs, as names or indices)."""
+    params = getattr(fn_self, "params", None)
+    if params:
+        return frozenset(p.name for p in params if getattr(p, "do_not_specialize", False))
+    names = list(getattr(fn_self, "arg_names", None) or [])
+    given = (getattr(fn_self, "kwargs", None) or {}).get("do_not_specialize") or ()
+    return frozenset(names[g] if isinstance(g, int) and 0 <= g < len(names) else str(g) for g in given)
 
 
 # --------------------------------------------------------------------------- aten ops

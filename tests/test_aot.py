@@ -104,3 +104,82 @@ def test_no_torch_is_needed_to_read_the_arch_table():
     import sys
     code = "import sys, runner.aot, runner.local; assert 'torch' not in sys.modules and 'triton' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_launches_are_specialised_as_the_jit_compiles_them(tmp_path, runner):
+    # Triton's JIT compiles an integer argument equal to 1 in as a constant (a unit stride makes
+    # loads contiguous) and marks 16-divisible integers; do_not_specialize turns both off. The
+    # report must describe that code, not a generic one.
+    p = Project(tmp_path)
+    p.write("cp.py", """
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit(do_not_specialize=["m"])
+        def copy_kernel(x_ptr, out_ptr, stride, n, m, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs * stride, mask=offs < n)
+            tl.store(out_ptr + offs, x + m, mask=offs < n)
+
+        def copy(x):
+            out = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.stride(0), x.numel(), 1, BLOCK=128)
+            return out
+
+        def get_inputs():
+            return [torch.randn(256, device="cuda")]
+    """)
+    r = p.evaluate(runner, "cp.py::copy", aot_arch="sm_90")
+    assert r.status == "ok", r.message
+    (k,) = r.resources
+    # stride == 1 is a constant; m == 1 too, but m is do_not_specialize: a plain i32
+    assert k.constexprs == {"stride": "1", "BLOCK": "128"}, k.constexprs
+    assert k.arg_types == "*fp32, *fp32, i32, i32", k.arg_types
+
+
+def test_the_aot_compile_is_the_jits_cache_entry():
+    """On a GPU of the target arch, the JIT must find the ahead-of-time compile in its cache
+    (so screening configs before running them costs no second compile): same source hash, same
+    options, same key. Checked here with the JIT's own binder, without a GPU."""
+    import importlib.util
+
+    import torch
+    from triton.compiler import make_backend
+    from triton.compiler.compiler import get_cache_key
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.runtime.jit import create_function_from_signature
+
+    from conftest import ROOT
+    from runner.aot import describe_launch, source_for, with_config
+
+    spec = importlib.util.spec_from_file_location("mm_example", ROOT / "examples" / "matmul.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = mod.matmul_kernel
+    a, b = torch.randn(64, 40, dtype=torch.float16), torch.randn(40, 48, dtype=torch.float16)
+    c = torch.empty(64, 48, dtype=torch.float16)
+    args = (a, b, c, 64, 48, 40, *a.stride(), *b.stride(), *c.stride())
+    for kw in (dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=2),
+               dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32)):  # launch options left to their defaults
+        src, target, options = source_for(fn.fn, describe_launch(fn.fn, args, kw), "sm_90")
+        backend = make_backend(target)
+        bound, specialization, _ = create_function_from_signature(fn.signature, fn.params, backend)(*args, **kw)
+        jit_kw = {**kw, "debug": False}
+        jit_opts, signature, constexprs, attrs = fn._pack_args(backend, jit_kw, bound, specialization, None)
+        jit_src = type(src)(fn, signature, constexprs, attrs)
+        env = get_cache_invalidating_env_vars()
+        assert src.hash() == jit_src.hash()
+        assert get_cache_key(src, backend, backend.parse_options(options), env) == \
+            get_cache_key(jit_src, backend, jit_opts, env)
+    # A screened config (other tiles) is the JIT's entry for that config too.
+    kw = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=2)
+    screened = with_config(describe_launch(fn.fn, args, kw), {"BLOCK_M": 128, "num_warps": 8})
+    src, target, options = source_for(fn.fn, screened, "sm_90")
+    kw2 = {**kw, "BLOCK_M": 128, "num_warps": 8}
+    backend = make_backend(target)
+    bound, specialization, _ = create_function_from_signature(fn.signature, fn.params, backend)(*args, **kw2)
+    jit_opts, signature, constexprs, attrs = fn._pack_args(backend, {**kw2, "debug": False}, bound,
+                                                           specialization, None)
+    assert get_cache_key(src, backend, backend.parse_options(options), get_cache_invalidating_env_vars()) == \
+        get_cache_key(type(src)(fn, signature, constexprs, attrs), backend, jit_opts, get_cache_invalidating_env_vars())
