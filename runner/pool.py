@@ -201,7 +201,10 @@ class WorkerPool:
         return env
 
     def _spawn(self) -> Worker:
-        w = Worker(self.python, self._env(), self.isolate_network)
+        return self._ready(Worker(self.python, self._env(), self.isolate_network))
+
+    def _ready(self, w: Worker) -> Worker:
+        """Wait for a started worker's hello (its device), or kill it and say why not."""
         deadline = time.monotonic() + self.start_timeout
         while True:
             try:
@@ -263,9 +266,35 @@ class WorkerPool:
 
     def warm(self, n: Optional[int] = None) -> DeviceInfo:
         """Start workers now (normally they start on first use) and report the device."""
-        got = [self._acquire() for _ in range(min(n or 1, self.size))]
-        for w in got:
-            self._release(w, False)
+        # Workers start in parallel, all from this thread: a worker started by the daemon's
+        # launcher dies with the thread that started it (the parent-death signal).
+        want = min(n or 1, self.size)
+        with self._cond:
+            while self._idle and not self._idle[-1].alive():
+                self._idle.pop()
+                self._count -= 1
+            new = max(0, min(want - len(self._idle), self.size - self._count))
+            self._count += new
+        started = []
+        try:
+            for _ in range(new):
+                started.append(Worker(self.python, self._env(), self.isolate_network))
+        finally:
+            with self._cond:
+                self._count -= new - len(started)
+        error = None
+        for w in started:
+            try:
+                self._release(self._ready(w), False)
+            except PoolError as e:
+                error = error or e
+                with self._cond:
+                    self._count -= 1
+                    self._cond.notify()
+        if error is not None and self._info is None:
+            raise error
+        if self._info is None:  # every slot is busy starting: wait for one as a request would
+            self._release(self._acquire(), False)
         return self._info
 
     def device_info(self) -> DeviceInfo:
@@ -295,6 +324,8 @@ class WorkerPool:
         gpu = w.device is not None and w.device.backend != "interpreter"
         limits = req.options.limits
         phase, deadline, where = "start", time.monotonic() + 60.0, ""
+        run_deadline = deadline
+        since, spent = time.monotonic(), {}  # seconds per phase, and waiting for the device lock
 
         def release_lock():
             nonlocal held
@@ -329,7 +360,7 @@ class WorkerPool:
                 now = time.monotonic()
                 if msg is False:
                     if now > deadline:
-                        limit = {"import": limits.import_s, "run": limits.run_s,
+                        limit = {"import": limits.import_s, "run": limits.run_s, "compile": limits.run_s,
                                  "timing": limits.timing_s}.get(phase, 60.0)
                         return fail("timeout", "timeout",
                                     f"timed out after {limit:g} s in the {phase} phase{where}; the worker "
@@ -361,16 +392,29 @@ class WorkerPool:
                 ev = msg.get("event")
                 if ev == "phase":
                     release_lock()
-                    phase = msg["phase"]
-                    where = ""
+                    now = time.monotonic()
+                    spent[phase] = spent.get(phase, 0.0) + now - since
+                    previous, phase = phase, msg["phase"]
+                    if phase == "compile" or previous == "compile":
+                        # A Triton compile inside the run phase, off the device lock: it counts
+                        # toward the run phase's limit, and the case being run stays named.
+                        deadline = run_deadline
+                    else:
+                        where = ""
+                        limit = {"import": limits.import_s, "run": limits.run_s,
+                                 "timing": limits.timing_s}[phase]
+                        deadline = now + limit
+                        if phase == "run":
+                            run_deadline = deadline
                     if gpu and phase == "run":
                         self._device_lock.acquire_read()
                         held = "run"
                     elif gpu and phase == "timing":
                         self._device_lock.acquire_write()
                         held = "timing"
-                    limit = {"import": limits.import_s, "run": limits.run_s, "timing": limits.timing_s}[phase]
-                    deadline = time.monotonic() + limit
+                    since = time.monotonic()
+                    if since - now > 0.001:
+                        spent["device_wait"] = spent.get("device_wait", 0.0) + since - now
                     if phase in ("run", "timing") and not w.send({"grant": True}):
                         return fail("crashed", "worker_died", "the worker went away")
                 elif ev == "at":
@@ -384,6 +428,8 @@ class WorkerPool:
                         return EvalResult(status="crashed", correct=False, id=req.id,
                                           message=f"the worker sent a malformed result: {e}")
                     result.log = w.log_since(mark)
+                    spent[phase] = spent.get(phase, 0.0) + time.monotonic() - since
+                    result.phases = {k: round(v, 3) for k, v in spent.items() if k != "start" and v > 0}
                     if w.netns and w.netns != _PARENT_NETNS:
                         result.sandbox["network"] = "isolated (own network namespace)"
                     else:

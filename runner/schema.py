@@ -84,6 +84,12 @@ class EvalOptions:
     aot_arch: Optional[str] = None
     """Also compile every launched kernel ahead of time for this arch (sm_80, sm_90, gfx90a,
     gfx942, or "device" for the runner's own GPU) and report its resources."""
+    aot_configs: list[dict[str, int]] = field(default_factory=list)
+    """With ``aot_arch`` and ``aot_kernel``: also compile these launch configurations of that
+    kernel (constexpr values, ``num_warps``, ``num_stages``) for the arch, with the argument
+    types of its observed launches, without running them. Reported with ``variant`` = index
+    (the tuner screens its configs this way before running any)."""
+    aot_kernel: Optional[str] = None
     require_triton: Optional[bool] = None
     """Candidate must launch a Triton kernel. None = yes when a candidate is given."""
     limits: Limits = field(default_factory=Limits)
@@ -198,6 +204,8 @@ class KernelResources:
     fits: bool = True
     error: Optional[str] = None
     compile_s: float = 0.0
+    variant: Optional[int] = None
+    """Index into ``EvalOptions.aot_configs`` when this is a screened config, not a launch."""
 
 
 @dataclass
@@ -235,6 +243,9 @@ class EvalResult:
     log: str = ""
     """Tail of what the user's code printed."""
     duration_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per phase in the worker (import, run, compile, timing) and waiting for the
+    device (device_wait): where an evaluation's time went."""
     schema: str = SCHEMA
 
     @property

@@ -209,7 +209,8 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
         cand_ms, cand_sp = _median_spread(samples["cand"])
     del flush
 
-    wall_calls = max(5, min(200, int(50 / max(est["ref"], est["cand"]))))
+    # The cross-check spends about half of rep_ms per side (50 ms at the default 100).
+    wall_calls = max(5, min(200, int(max(rep_ms / 2, 5.0) / max(est["ref"], est["cand"]))))
     ref_wall = _wall_time(ref, wall_calls)
     cand_wall = _wall_time(cand, wall_calls)
     return PairTiming(ref_ms=ref_ms, cand_ms=cand_ms, ref_spread_pct=ref_sp, cand_spread_pct=cand_sp,

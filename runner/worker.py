@@ -6,8 +6,12 @@ tail of). Messages:
 
   -> {"event": "hello", "device": DeviceInfo, "pid": N}
   <- {"op": "eval", "request": EvalRequest}
-  -> {"event": "phase", "phase": "import" | "run" | "timing"}
+  -> {"event": "phase", "phase": "import" | "run" | "compile" | "timing"}
   <- {"grant": true}            (for "run" and "timing": the pool holds the device lock)
+
+On a GPU, a Triton compile inside the run phase is announced as a "compile" phase: the pool
+lets go of the device lock while the CPU compiles (another worker may time meanwhile), and the
+worker asks for "run" again before it launches anything.
   -> {"event": "result", "result": EvalResult, "retire": bool}
 
 The worker imports only the standard library, torch, triton and numpy (and the user's code).
@@ -45,10 +49,41 @@ def wait_grant() -> None:
         os._exit(0)
 
 
+_CURRENT_PHASE: list[Optional[str]] = [None]
+
+
 def phase(name: str) -> None:
+    _CURRENT_PHASE[0] = name
     send({"event": "phase", "phase": name})
     if name in ("run", "timing"):
         wait_grant()
+
+
+def _compile_outside_device_lock() -> None:
+    """Announce Triton compiles in the run phase as a "compile" phase (see the module's doc):
+    compiling is CPU work, and holding the shared device lock through it would keep another
+    worker's timing waiting. Triton versions without ``JITFunction._do_compile`` keep the lock."""
+    import functools
+
+    try:
+        from triton.runtime.jit import JITFunction
+    except Exception:
+        return
+    orig = getattr(JITFunction, "_do_compile", None)
+    if orig is None:
+        return
+
+    @functools.wraps(orig)
+    def _do_compile(self, *args, **kwargs):
+        if _CURRENT_PHASE[0] != "run":
+            return orig(self, *args, **kwargs)
+        phase("compile")
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            phase("run")
+
+    JITFunction._do_compile = _do_compile
 
 
 # --------------------------------------------------------------------------- setup
@@ -79,6 +114,8 @@ def _setup(requested: str):
         pass
     launches = guards.LaunchRecorder()
     launches.install()
+    if use_gpu:
+        _compile_outside_device_lock()
     return info, launches
 
 
@@ -535,7 +572,9 @@ class Evaluation:
 
             # -- ahead-of-time compile reports
             if opts.aot_arch:
+                phase("compile")  # CPU work: off the device lock
                 result.resources = self.aot_reports(opts.aot_arch)
+                phase("run")
             # -- timing
             if self.interp:
                 result.timing_unavailable = ("CPU interpreter: correctness only, no timing; connect a GPU "
@@ -678,22 +717,38 @@ class Evaluation:
                         f"the candidate left {len(new_threads)} thread(s) running after it returned")
 
     def aot_reports(self, arch: str) -> list:
-        from .aot import ARCHS, compile_for
+        from .aot import ARCHS, compile_for, with_config
         if arch == "device":
             arch = self.device.arch or ""
         if arch not in ARCHS:
             return []
-        found = [(name, raw_fn, sig) for (side, name), (raw_fn, sigs) in self.launches.signatures.items()
-                 if side == "candidate" for sig in sigs.values()]
+        launched = [(name, raw_fn, sig) for (side, name), (raw_fn, sigs) in self.launches.signatures.items()
+                    if side == "candidate" for sig in sigs.values()]
+        # (kernel, function, signature, variant): the launches seen, then the configs to screen
+        # (each with the argument types of every observed launch of that kernel).
+        found = [(name, raw_fn, sig, None) for name, raw_fn, sig in launched]
+        seen = set()
+        for i, config in enumerate(self.opts.aot_configs if self.opts.aot_kernel else []):
+            for name, raw_fn, sig in launched:
+                if name == self.opts.aot_kernel:
+                    v = with_config(sig, config)
+                    if (i, v.key()) not in seen:
+                        seen.add((i, v.key()))
+                        found.append((name, raw_fn, v, i))
         if not self.interp:
-            return [compile_for(raw_fn, name, sig, arch) for name, raw_fn, sig in found]
+            out = []
+            for name, raw_fn, sig, variant in found:
+                r = compile_for(raw_fn, name, sig, arch)
+                r.variant = variant
+                out.append(r)
+            return out
         # Under the interpreter, compile in a child process (see runner.aot); it imports the
         # kernel's module from the candidate tree.
         from .aot import _jsonable, compile_in_subprocess
         from .schema import KernelResources
         root = self.trees["candidate"]
         jobs, paths, out = [], [str(root)], []
-        for name, raw_fn, sig in found:
+        for name, raw_fn, sig, variant in found:
             file = getattr(getattr(raw_fn, "__code__", None), "co_filename", "")
             try:
                 rel = Path(file).resolve().relative_to(root.resolve()).as_posix()
@@ -701,13 +756,15 @@ class Evaluation:
                 continue  # a kernel from an installed package, not the candidate's
             if not all(_jsonable(v) for _, v in sig.constexprs):
                 out.append(KernelResources(kernel=name, arch=arch, num_warps=0, num_stages=0, fits=False,
-                                           error="a constexpr value cannot be passed to the compiler process"))
+                                           error="a constexpr value cannot be passed to the compiler process",
+                                           variant=variant))
                 continue
             module, mpaths = self.module_name(root, rel)
             paths += [p for p in mpaths if p not in paths]
             jobs.append({"module": module, "kernel": name, "signature": sig.signature,
                          "constexprs": sig.constexprs, "divisible": sig.divisible,
-                         "options": sig.options, "arch": arch})
+                         "options": sig.options, "specialized": sig.specialized, "arch": arch,
+                         "variant": variant})
         return out + (compile_in_subprocess(jobs, paths) if jobs else [])
 
     def time_cases(self, result, cases, run_cases, ref_fn, cand_fn, compare, clone, nbytes, ref_mod):

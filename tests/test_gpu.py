@@ -134,3 +134,34 @@ def test_tuner_finds_and_confirms_a_better_launch(gproject, gpu_runner):
     # The autotune form: the kernel decides per shape, and the edit is confirmed the same way.
     report = tune(gpu_runner, req, arch, max_configs=12, trials_per_case=2, timed=True, emit="autotune")
     assert report.improved and "@triton.autotune(" in report.source and report.autotune_key == ["n"]
+
+
+def test_compiles_leave_the_device_lock_and_a_screened_config_is_a_cache_hit(tmp_path, gpu_runner):
+    """A Triton compile inside the run phase is reported as its own phase (the pool lets go of
+    the device lock meanwhile), and a config compiled ahead of time for this GPU by the tuner's
+    screen is found by the JIT in its cache: evaluating it compiles almost nothing."""
+    import uuid
+    from conftest import ROOT
+    # A comment in the kernel's body makes its compile-cache key new to this machine.
+    text = (ROOT / "examples" / "matmul.py").read_text().replace(
+        "    pid_m = tl.program_id(axis=0)\n", f"    pid_m = tl.program_id(axis=0)  # {uuid.uuid4().hex}\n")
+    p = Project(tmp_path).write("mm.py", text)
+
+    def variant(bm, bn, bk, warps, stages):
+        return text.replace("BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=2",
+                            f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={warps}, num_stages={stages}")
+
+    p.write("cold.py", variant(128, 128, 32, 4, 4))
+    cold = p.evaluate(gpu_runner, "mm.py::matmul", "cold.py::matmul", cases=[2], trials=1)
+    assert cold.status == "ok" and cold.correct, cold.message
+    assert cold.phases.get("compile", 0.0) > 0.2 and cold.phases.get("run", 0.0) > 0.0, cold.phases
+    arch = gpu_runner.device_info().arch
+    screen = p.evaluate(gpu_runner, "mm.py::matmul", cases=[2], trials=1, timing=False, aot_arch=arch,
+                        aot_kernel="matmul_kernel",
+                        aot_configs=[dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, num_warps=8, num_stages=3)])
+    (res,) = [r for r in screen.resources if r.variant == 0]
+    assert res.fits and res.registers, res
+    p.write("warm.py", variant(128, 64, 64, 8, 3))
+    warm = p.evaluate(gpu_runner, "mm.py::matmul", "warm.py::matmul", cases=[2], trials=1)
+    assert warm.status == "ok" and warm.correct, warm.message
+    assert warm.phases.get("compile", 0.0) < cold.phases["compile"] / 3, (warm.phases, cold.phases)

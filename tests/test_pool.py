@@ -46,3 +46,19 @@ def test_concurrent_evaluations_each_get_their_own_verdict(project, runner):
     results = runner.evaluate_many(reqs)
     assert [r.status for r in results] == ["ok", "mismatch", "rejected"] * 2
     assert len({r.id for r in results}) == 6
+
+
+def test_warm_starts_the_workers_and_they_serve(project):
+    from runner.pool import WorkerPool
+    pool = WorkerPool(size=3, device="interpreter")
+    try:
+        info = pool.warm(3)
+        assert info.backend == "interpreter"
+        assert len(pool._idle) == 3 and all(w.alive() for w in pool._idle) and pool._count == 3
+        pool.warm(3)  # already warm: nothing more is started
+        assert len(pool._idle) == 3 and pool._count == 3
+        r = project.evaluate(type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})(),
+                             "ref.py::add_relu", cases=[0], trials=1)
+        assert r.status == "ok" and r.phases.get("run", 0) > 0 and "import" in r.phases, r.phases
+    finally:
+        pool.close()
