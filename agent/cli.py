@@ -262,15 +262,16 @@ def render_tune(report) -> str:
         lines.append(f"device     {report.device}")
     if report.original:
         lines.append("original   " + ", ".join(f"{k}={v}" for k, v in sorted(report.original.items())))
-    if report.trials:
+    if report.trials or report.screened:
         rows = [("config", "result", "regs", "spills", "shared", "occupancy", "speedup")]
-        order = sorted(report.trials, key=lambda t: -(t.speedup or 0.0))
+        # The configs that ran, fastest first, then those pruned unrun by the compile screen.
+        order = sorted(report.trials, key=lambda t: -(t.speedup or 0.0)) + list(report.screened)
         for t in order:
             # The config's costliest launch: what does not fit, else what spills most, else most registers.
             k = max(t.resources, key=lambda r: (not r.fits, r.spill_bytes or 0, r.registers or 0),
                     default=None)
             rows.append((", ".join(f"{n}={v}" for n, v in sorted(t.config.items())),
-                         ("pruned: " + t.pruned) if t.pruned and t.correct else
+                         ("pruned: " + t.pruned) if t.pruned and (t.correct or t.status == "pruned") else
                          ("correct" if t.correct else t.status),
                          str(k.registers) if k and k.registers is not None else "-",
                          f"{k.spill_bytes} B" if k and k.spill_bytes is not None else "-",

@@ -14,7 +14,8 @@
 #      PyTorch eager and under torch.compile (Inductor), interleaved in the same process. The
 #      timed baselines go into OUT_DIR/baselines.json, keyed by GPU name and task digest.
 #   2. geak bench benchmarks/ --strategy tune --baselines eager,compile: the no-LLM tuner per task
-#      (at most MAX_CONFIGS configs each, default 12); the baselines come from the cache of step 1.
+#      (at most MAX_CONFIGS configs each, default 12; TUNE_JOBS tasks at once, default 1); the
+#      baselines come from the cache of step 1. WORKERS (default 4) worker processes serve both.
 # Both steps are resumable: each stops starting new tasks after TIME_BUDGET seconds (default
 # 480, to fit a 10-minute command) and exits with "INCOMPLETE"; running the same command again
 # with the same OUT_DIR goes on where it stopped (state in OUT_DIR/none/ and OUT_DIR/tune/).
@@ -38,6 +39,7 @@ PY=${PYTHON:-python3}
 MAX_CONFIGS=${MAX_CONFIGS:-12}
 TIME_BUDGET=${TIME_BUDGET:-480}
 WORKERS=${WORKERS:-4}
+TUNE_JOBS=${TUNE_JOBS:-1}  # tasks tuned at once (they share the workers; timing stays exclusive)
 
 $PY - > "$OUT/gpu.txt" <<'EOF' || { cat "$OUT/gpu.txt" >&2; exit 2; }
 import torch, triton
@@ -77,7 +79,8 @@ step() {  # step NAME JSON REPORT ARGS...
 
 step none none.json none.md --strategy none --baselines eager,compile --jobs "$WORKERS" "$@"
 if [ $incomplete -eq 0 ]; then
-  step tune bench.json report.md --strategy tune --baselines eager,compile --max-configs "$MAX_CONFIGS" "$@"
+  step tune bench.json report.md --strategy tune --baselines eager,compile --max-configs "$MAX_CONFIGS" \
+    --jobs "$TUNE_JOBS" "$@"
 fi
 if [ $incomplete -ne 0 ]; then
   echo "INCOMPLETE: run the same command again with the same OUT_DIR to go on" >&2

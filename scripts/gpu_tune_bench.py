@@ -91,6 +91,7 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         runner = LocalRunner(workers=args.workers, device="cuda")
         try:
             base = runner.evaluate(req)
+            runner.pool.warm(args.workers)  # started workers, as in a running server or daemon
             t0 = time.perf_counter()
             rep = tune(runner, req, base.device.arch, max_configs=args.max_configs, trials_per_case=2,
                        timed=True, emit=emit)
@@ -98,7 +99,14 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         finally:
             runner.close()
         conf = rep.confirmation
+        phases: dict = {}
+        for t in rep.trials:
+            for k, v in t.phases.items():
+                phases[k] = round(phases.get(k, 0.0) + v, 2)
         row[emit] = {
+            "phases_s": phases, "screened": len(rep.screened), "seeds": rep.seeds,
+            "screened_configs": [{"config": t.config, "why": t.pruned} for t in rep.screened],
+            "tried_configs": [t.config for t in rep.trials],
             "improved": rep.improved, "message": rep.message, "space": rep.space_size, "tried": rep.tried,
             "verified": sum(t.correct for t in rep.trials), "search_s": round(wall, 1),
             "best": rep.best, "search_speedup": rep.search_speedup, "speedup": rep.best_speedup,
@@ -114,7 +122,8 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         row["base_peak"] = peak(base) if base.timing else None
         row["device"] = f"{base.device.name} ({base.device.arch})"
         row["_trials"] = rep.trials
-        print(f"  geak {emit}: {rep.message} [{wall:.1f}s]", file=sys.stderr, flush=True)
+        print(f"  geak {emit}: {rep.message} [{wall:.1f}s; {rep.tried} run, {len(rep.screened)} screened out, "
+              f"{rep.seeds} seeds; worker seconds per phase {phases}]", file=sys.stderr, flush=True)
         for t in rep.trials:
             if not t.correct:
                 print(f"    not verified: {t.config}: {t.status}: {t.message[:300]}", file=sys.stderr, flush=True)
@@ -125,7 +134,7 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
     # Triton's @triton.autotune over the same space (same budget when the space is larger).
     (site,) = find_launch_sites(text, wrapper)[:1]
     space = search_space(site, "cuda", "tl.dot" in text)
-    trials = row["_trials"]
+    trials = row.pop("_trials")
     blocks = dot_blocks(k.name for k in site.knobs) if "tl.dot" in text else None
     if blocks:  # the same static pruning as geak's, so both search the same set
         sizes = [_BYTES.get(ty.lstrip("*"), 4) for t in trials for r in t.resources if r.kernel == site.kernel
@@ -134,13 +143,25 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         base_cfg = {k.name: k.value for k in site.knobs}
         space = [c for c in space if static_limit({**base_cfg, **c}, blocks, "sm_90", elem, DEFAULT_LAUNCH["cuda"]) is None]
     sampled = len(space) > args.max_configs
+    original = next((c for c in space if all(c.get(k.name) == k.value for k in site.knobs)), None)
     if sampled:  # the same budget as geak's search; the original's config always among them
-        original = {n: v for n, v in next((c for c in space if all(c.get(k.name) == k.value for k in site.knobs)),
-                                          space[0]).items()}
-        space = [original] + random.Random(0).sample([c for c in space if c != original], args.max_configs - 1)
-    key = shape_key(text, site, row.pop("_trials"))
+        rest = [c for c in space if c != original]
+        space = ([original] if original else []) + random.Random(0).sample(rest, args.max_configs - (1 if original else 0))
+    key = shape_key(text, site, trials)
+    row["triton"] = triton_autotune(name, wrapper, req, text, site, space, key, tmp)
+    row["triton"]["sampled"] = sampled
+    if args.triton_same and trials:
+        # The same configs geak ran (its search's choice), so both sides time the same set.
+        same = [dict(t.config) for t in trials]
+        row["triton_same"] = triton_autotune(name, wrapper, req, text, site, same, key, tmp)
+    return row
+
+
+def triton_autotune(name, wrapper, req, text, site, space, key, tmp: Path) -> dict:
+    """Search time (first call per input case, empty cache, fresh process) and the result of
+    ``@triton.autotune`` over ``space``, measured by the same evaluator against the original."""
     at_src = render_autotune_launch(text, site, space, key)
-    at_path = tmp / f"{name}_triton_autotune.py"
+    at_path = tmp / f"{name}_triton_autotune_{time.time_ns()}.py"
     at_path.write_text(at_src)
     fresh_cache(tmp, "triton")
     t0 = time.perf_counter()
@@ -148,8 +169,7 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=560)
     total = time.perf_counter() - t0
     if p.returncode != 0:
-        row["triton"] = {"error": p.stderr[-2000:]}
-        return row
+        return {"error": p.stderr[-2000:]}
     firsts = json.loads(p.stdout.strip().splitlines()[-1])
     # Measure the autotuned kernel with the same evaluator (its warm-up runs the autotuning).
     runner = LocalRunner(workers=1, device="cuda")
@@ -162,16 +182,16 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         r = runner.evaluate(creq)
     finally:
         runner.close()
-    row["triton"] = {
-        "configs": len(space), "sampled": sampled, "key": key, "search_s": round(sum(firsts), 1),
+    out = {
+        "configs": len(space), "key": key, "search_s": round(sum(firsts), 1),
         "process_s": round(total, 1), "status": r.status, "correct": r.correct,
         "speedup": r.timing.speedup if r.timing else None,
         "tuned_ms": r.timing.cand_ms if r.timing else None, "peak": peak(r) if r.timing else None,
         "message": r.message,
     }
-    print(f"  triton autotune: {r.status} {row['triton']['speedup']} [{row['triton']['search_s']}s]",
+    print(f"  triton autotune ({len(space)} configs): {r.status} {out['speedup']} [{out['search_s']}s]",
           file=sys.stderr, flush=True)
-    return row
+    return out
 
 
 def table(rows: list[dict]) -> str:
@@ -205,6 +225,8 @@ def main() -> int:
     ap.add_argument("--max-configs", type=int, default=48)
     ap.add_argument("--skip-triton", action="store_true", help="geak's tuner only")
     ap.add_argument("--emits", default="constants,autotune", help="edit forms to run, comma-separated")
+    ap.add_argument("--triton-same", action="store_true",
+                    help="also run @triton.autotune over exactly the configs geak's search ran")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

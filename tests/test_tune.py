@@ -321,6 +321,9 @@ class CostModelRunner:
         out = []
         for req, r in zip(reqs, self.runner.evaluate_many(reqs)):
             self.requests.append(req)
+            if req.candidate is None:  # the tuner's compile screen (an untimed run of the original)
+                out.append(r)
+                continue
             text = req.candidate_files[req.target.path]
             confirm = req.options.trials >= 3
             if r.correct:
@@ -420,21 +423,56 @@ def test_tuning_matmul_prunes_then_verifies_under_the_interpreter(tmp_path, runn
     report = tune(runner, p.request("mm.py::matmul", cases=[0]), "sm_80", max_configs=3, trials_per_case=1)
     assert report.pruned_before > 0 and any("before running anything" in n for n in report.notes)
     assert report.original_resources and report.original_resources[0].arch == "sm_80"
-    assert report.tried == 3 and all(t.correct for t in report.trials)
+    # Three configs were chosen (the first known-good tiles); those that spill on sm_80 were
+    # pruned by their compile report before running, the rest ran and are verified.
+    assert report.tried + len(report.screened) == 3 and report.seeds > 0
+    assert report.trials and all(t.correct for t in report.trials)
+    assert all("spills" in t.pruned for t in report.screened)
     from agent.tune.tuner import dot_blocks, static_limit
     b = dot_blocks(["BLOCK_M", "BLOCK_N", "BLOCK_K"])
     # case 0 is fp16: no evaluated config breaks the limits for 2-byte elements
     assert all(static_limit({**report.original, **t.config}, b, "sm_80", 2, {}) is None for t in report.trials)
 
 
-def test_configs_that_spill_on_the_target_are_pruned_from_the_aot_report(tmp_path, runner):
+def test_configs_that_spill_on_the_target_are_pruned_before_running(tmp_path, runner):
     # One 12,000-wide row in a 16,384 block: over one warp that is 512 fp32 values per thread.
     p = Project(tmp_path).write("sm.py", (ROOT / "examples" / "softmax.py").read_text())
-    report = tune(runner, p.request("sm.py::softmax", cases=[2]), "sm_90", max_configs=4, trials_per_case=1)
-    by_warps = {t.config["num_warps"]: t for t in report.trials}
-    assert by_warps[1].correct and by_warps[1].pruned and "spills" in by_warps[1].pruned
-    assert by_warps[16].correct and not by_warps[16].pruned
-    assert all(r.arch == "sm_90" and r.registers for r in by_warps[16].resources)
+    seen = CostModelRunner(runner, lambda case, text: 1.0)
+    report = tune(seen, p.request("sm.py::softmax", cases=[2]), "sm_90", max_configs=4, trials_per_case=1)
+    pruned = {t.config["num_warps"]: t for t in report.screened}
+    assert 1 in pruned and "spills" in pruned[1].pruned and pruned[1].status == "pruned"
+    assert pruned[1].resources and pruned[1].resources[0].spill_bytes > 0
+    ran = {t.config["num_warps"]: t for t in report.trials}
+    assert 1 not in ran and ran[16].correct and not ran[16].pruned
+    assert all(r.arch == "sm_90" and r.registers for r in ran[16].resources)  # the screen's report
+    # Nothing pruned was ever run: every candidate request is for a config that passed the screen.
+    assert not any("num_warps=1)" in (r.candidate_files.get("sm.py") or "") for r in seen.requests if r.candidate)
+    screens = [r for r in seen.requests if r.candidate is None]
+    assert screens and all(r.options.aot_kernel == "softmax_kernel" and r.options.aot_configs for r in screens)
+    assert sum(len(r.options.aot_configs) for r in screens) == 4  # every config compiled once
+    assert "pruned before running" in report.message
+
+
+def test_the_screen_prunes_nothing_when_the_original_does_not_compile():
+    from agent.tune.tuner import Screen
+    from runner.schema import EvalRequest, EvalResult, KernelResources, Target
+
+    class Fake:
+        def evaluate_many(self, reqs):
+            out = []
+            for r in reqs:
+                res = [KernelResources(kernel="k", arch="sm_90", num_warps=4, num_stages=3, fits=False,
+                                       error="CompilationError: unsupported")]
+                res += [KernelResources(kernel="k", arch="sm_90", num_warps=4, num_stages=3, fits=False,
+                                        error="CompilationError: unsupported", variant=i)
+                        for i in range(len(r.options.aot_configs))]
+                out.append(EvalResult(status="ok", correct=True, message="", resources=res))
+            return out
+
+    req = EvalRequest(target=Target("k.py", "f"), files={"k.py": ""})
+    s = Screen(Fake(), req, "k", "sm_90", 2)
+    assert s.check([{"BLOCK": 64}, {"BLOCK": 128}]) == {}
+    assert "did not compile" in s.unavailable
 
 
 def test_search_samples_then_descends_where_knobs_interact():
@@ -461,3 +499,47 @@ def test_search_samples_then_descends_where_knobs_interact():
     assert max(t.speedup for t in only_descent) < 1.05  # stuck: only the warps moved
     assert max(t.speedup for t in hybrid) > 1.2
     assert len({tuple(sorted(t.config.items())) for t in hybrid}) <= 20
+
+
+def test_dot_seeds_are_known_tiles_inside_the_space():
+    from agent.tune.tuner import DOT_SEEDS, dot_blocks, dot_seeds, search_axes
+    src = (ROOT / "examples" / "matmul.py").read_text()
+    (mm,) = find_launch_sites(src, "matmul")
+    blocks = dot_blocks(k.name for k in mm.knobs)
+    start = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
+    for backend in ("cuda", "hip"):
+        axes = search_axes(mm, backend, uses_dot=True)
+        seeds = dot_seeds(axes, blocks, start, backend)
+        assert seeds and all(set(c) == set(start) and all(c[k] in axes[k] for k in c) for c in seeds)
+        tiles = {(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"]) for c in seeds}
+        assert tiles <= set(DOT_SEEDS[backend])
+    # AMD: num_stages 1-2 only, so every HIP seed is in the space; 128 x 256 x 64 (8 warps,
+    # 3 stages) is a CUDA seed and not a HIP one.
+    assert (128, 256, 64, 8, 3) in {(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"])
+                                    for c in dot_seeds(search_axes(mm, "cuda", True), blocks, start, "cuda")}
+    # A knob the seeds do not name (GROUP_M) keeps the original's value.
+    axes = {**search_axes(mm, "cuda", True), "GROUP_M": [4, 8, 16]}
+    assert all(c["GROUP_M"] == 8 for c in dot_seeds(axes, blocks, {**start, "GROUP_M": 8}, "cuda"))
+
+
+def test_a_timed_matmul_search_starts_from_the_seeds_and_times_lightly(tmp_path, runner):
+    from agent.tune.tuner import SEARCH_TIMING, dot_seeds, dot_blocks, search_axes
+    p = Project(tmp_path).write("mm.py", (ROOT / "examples" / "matmul.py").read_text())
+    best_tile = "BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=4, num_stages=4"
+
+    def cost(case, text):  # the 128 x 128 x 32 seed is 1.5x faster; everything else as the original
+        return 1.0 if text is None or best_tile not in text else 1.0 / 1.5
+
+    cm = CostModelRunner(runner, cost)
+    report = tune(cm, p.request("mm.py::matmul", cases=[0]), "sm_90", max_configs=6, trials_per_case=1,
+                  timed=True)
+    (mm,) = find_launch_sites((tmp_path / "mm.py").read_text(), "matmul")
+    seeds = dot_seeds(search_axes(mm, "cuda", True), dot_blocks(k.name for k in mm.knobs),
+                      {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}, "cuda")
+    assert report.seeds == len(seeds) >= 6
+    runs = [r for r in cm.requests if r.candidate is not None]
+    search, confirm = runs[:-1], runs[-1]
+    assert [t.config for t in report.trials][:6] == seeds[:6]  # the budget goes to the seeds first
+    assert report.improved and report.best == dict(seeds[2]) and report.best_speedup == pytest.approx(1.5)
+    assert all(r.options.rep_ms == SEARCH_TIMING["rep_ms"] for r in search)
+    assert confirm.options.rep_ms == 100.0 and confirm.options.trials >= 3  # the full budget

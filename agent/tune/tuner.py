@@ -4,13 +4,19 @@
 2. Build a search space that respects the hardware: powers of two around each block size,
    ``num_warps`` 1–16, ``num_stages`` only for kernels with loops (1–5 on NVIDIA, 1–2 on AMD).
    Large spaces are sampled (seeded), and the sample size is reported.
-3. Evaluate every config on the runner as a candidate against the original: correctness on
-   every case and trial, the ahead-of-time compile report for the target arch (configs that
-   exceed shared memory or spill are pruned), and on a GPU the interleaved timing.
-4. The best verified config wins only if it beats the original by more than the timing spread;
-   otherwise the report says nothing was better. Under the CPU interpreter nothing is timed:
-   the report lists which configs are correct and what they cost in registers and shared
-   memory, and says that timing needs a GPU.
+3. Before running a batch of configs, compile each ahead of time for the target arch with the
+   argument types of the original's launches (one screening request per worker): configs that
+   exceed shared memory, fail to compile or spill more than the original are pruned unrun.
+4. Evaluate every remaining config on the runner as a candidate against the original:
+   correctness on every case and trial, and on a GPU the interleaved timing, with a shorter
+   timing budget during the search (``SEARCH_TIMING``). Tiled ``tl.dot`` kernels start from a
+   few tile shapes known to be good on the arch family (``DOT_SEEDS``), then a seeded sample
+   and coordinate descent.
+5. The best verified config wins only if a fresh evaluation of the edited file, with the full
+   timing budget, beats the original by more than the timing spread; otherwise the report says
+   nothing was better. Under the CPU interpreter nothing is timed: the report lists which
+   configs are correct and what they cost in registers and shared memory, and says that timing
+   needs a GPU.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3}, "hip": {"num_warps"
 """What Triton uses when a launch does not say (``num_stages`` default differs on AMD)."""
 MAX_AUTOTUNE_CONFIGS = 4
 EMITS = ("constants", "autotune")
+SEARCH_TIMING = {"warmup_ms": 10.0, "rep_ms": 25.0, "min_reps": 5}
+"""Timing options for configs during the search: a quarter of the default budget. The
+interleaved ABBA order, L2 flush and medians stay; the chosen config is then measured again
+with the request's own (full) budget before anything is offered."""
 
 
 @dataclass
@@ -47,6 +57,8 @@ class Trial:
     message: str = ""
     case_speedups: dict[str, float] = field(default_factory=dict)
     """Per input case (its label): reference time / this config's time, measured interleaved."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Where the evaluation's time went (``EvalResult.phases``)."""
 
 
 @dataclass
@@ -86,6 +98,10 @@ class TuneReport:
     pruned_before: int = 0
     """Configs ruled out for the arch before any was run (matmul-style tiles)."""
     original_resources: list[KernelResources] = field(default_factory=list)
+    screened: list[Trial] = field(default_factory=list)
+    """Configs compiled for the arch before running and pruned unrun (``pruned`` says why)."""
+    seeds: int = 0
+    """Known-good tile shapes for the arch that the search started from (tiled dot kernels)."""
 
     @property
     def improved(self) -> bool:
@@ -121,29 +137,33 @@ def search_space(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
 
 
+def _key(config: dict[str, int]) -> tuple:
+    return tuple(sorted(config.items()))
+
+
 def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
                        evaluate: Callable[[list[dict[str, int]]], list[Trial]], budget: int,
                        rounds: int = 3, feasible: Callable[[dict[str, int]], bool] = lambda c: True,
-                       prior: tuple = (), start_speed: float = 1.0) -> list[Trial]:
+                       prior: tuple = (), start_speed: float = 1.0,
+                       skip: Callable[[dict[str, int]], bool] = lambda c: False) -> list[Trial]:
     """Vary one knob at a time around the best verified config so far (each axis's values in
     one parallel batch), until a whole round brings nothing or the budget is spent. Each trial
-    is scored by its measured speedup over the original."""
-    done: dict[tuple, Trial] = {tuple(sorted(t.config.items())): t for t in prior}
+    is scored by its measured speedup over the original. ``evaluate`` may return fewer trials
+    than configs (those it pruned unrun, which ``skip`` then names)."""
+    done: dict[tuple, Trial] = {_key(t.config): t for t in prior}
     current, best_speed = dict(start), start_speed
-
-    def key(c):
-        return tuple(sorted(c.items()))
+    key = _key
 
     for _ in range(rounds):
         improved = False
         for name in sorted(axes):
             batch = [c for c in ({**current, name: v} for v in axes[name])
-                     if key(c) not in done and c != start and feasible(c)]
+                     if key(c) not in done and c != start and feasible(c) and not skip(c)]
             batch = batch[:max(0, budget - len(done))]
             if not batch:
                 continue
-            for c, t in zip(batch, evaluate(batch)):
-                done[key(c)] = t
+            for t in evaluate(batch):
+                done[key(t.config)] = t
             row = [done[key({**current, name: v})] for v in axes[name] if key({**current, name: v}) in done]
             good = [t for t in row if t.correct and t.status == "ok" and not t.pruned and t.speedup is not None]
             if good:
@@ -193,6 +213,32 @@ def dot_blocks(names) -> Optional[dict[str, str]]:
     return found if len(found) == 3 else None
 
 
+# Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) that are good starting points
+# for a tiled tl.dot kernel: Triton's matmul tutorial configs for NVIDIA, and for AMD CDNA the
+# same tutorial's HIP configs (64-wide waves, num_stages 2 with the stream pipeliner).
+DOT_SEEDS = {
+    "cuda": [(128, 256, 64, 8, 3), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+             (64, 128, 32, 4, 4), (128, 128, 64, 8, 3), (128, 32, 32, 4, 4), (64, 32, 32, 2, 5)],
+    "hip": [(128, 256, 16, 4, 2), (256, 256, 16, 8, 2), (128, 128, 32, 8, 2), (64, 128, 32, 4, 2),
+            (64, 64, 32, 4, 2), (128, 128, 64, 4, 2)],
+}
+
+
+def dot_seeds(axes: dict[str, list[int]], blocks: dict[str, str], start: dict[str, int],
+              backend: str) -> list[dict[str, int]]:
+    """``DOT_SEEDS`` for this kernel's knob names, each kept only where every value it sets is
+    in the search space (the knobs it does not name keep ``start``'s values)."""
+    out: list[dict[str, int]] = []
+    for bm, bn, bk, warps, stages in DOT_SEEDS.get(backend, DOT_SEEDS["cuda"]):
+        want = {blocks["M"]: bm, blocks["N"]: bn, blocks["K"]: bk, "num_warps": warps, "num_stages": stages}
+        if any(name in axes and v not in axes[name] for name, v in want.items()):
+            continue
+        c = {**start, **{name: v for name, v in want.items() if name in axes}}
+        if c not in out and c != start:
+            out.append(c)
+    return out
+
+
 def static_limit(config: dict[str, int], blocks: dict[str, str], arch: str, elem_bytes: int,
                  defaults: dict[str, int]) -> Optional[str]:
     """Why a matmul-style config cannot fit ``arch``, known before compiling anything: the
@@ -215,6 +261,61 @@ def static_limit(config: dict[str, int], blocks: dict[str, str], arch: str, elem
     if acc > cap:
         return f"the accumulator alone needs {acc} registers per thread; {arch} has {cap}"
     return None
+
+
+def _parallelism(runner) -> int:
+    """How many evaluations the runner runs at once (its local pool's size; else a guess)."""
+    size = getattr(getattr(runner, "pool", None), "size", None) or getattr(runner, "parallel", None)
+    return max(1, int(size)) if isinstance(size, int) else 4
+
+
+class Screen:
+    """Compile configs for the target arch before running them, through the runner: one
+    untimed run of the original per request records its launches' argument types, and the
+    worker compiles each config with them (``EvalOptions.aot_configs``). A config is pruned
+    when it does not compile or fit (shared memory) or spills more than the original; if the
+    original's own launches do not compile here, nothing is pruned."""
+
+    def __init__(self, runner, request: EvalRequest, kernel: str, arch: str, parallel: int):
+        self.runner, self.request, self.kernel, self.arch = runner, request, kernel, arch
+        self.parallel = max(1, parallel)
+        self.unavailable: Optional[str] = None
+
+    def check(self, configs: list[dict[str, int]]) -> dict[tuple, tuple[Optional[str], list[KernelResources]]]:
+        """``{config key: (why it is pruned or None, its compile reports)}`` for the configs
+        that could be screened; the others are missing."""
+        if not configs or self.unavailable:
+            return {}
+        n = min(self.parallel, len(configs))
+        chunks = [configs[i::n] for i in range(n)]
+        results = self.runner.evaluate_many([
+            _request(self.request, None, trials=1, timing=False, aot_arch=self.arch, aot_kernel=self.kernel,
+                     aot_configs=[dict(c) for c in chunk]) for chunk in chunks])
+        out: dict[tuple, tuple[Optional[str], list[KernelResources]]] = {}
+        for chunk, r in zip(chunks, results):
+            control = [k for k in r.resources if k.variant is None and k.kernel == self.kernel]
+            if not r.correct or not control or not all(k.fits and not k.error for k in control):
+                why = (r.message if not r.correct else
+                       f"the original's launches of {self.kernel} did not compile for {self.arch}"
+                       + (f" ({control[0].error})" if control and control[0].error else ""))
+                self.unavailable = why[:300]
+                return {}
+            spill0 = max((k.spill_bytes or 0) for k in control)
+            for i, cfg in enumerate(chunk):
+                mine = [k for k in r.resources if k.variant == i]
+                if not mine:
+                    continue
+                bad = next((k for k in mine if not k.fits or k.error), None)
+                spills = max((k.spill_bytes or 0) for k in mine)
+                if bad is not None:
+                    why = bad.error or "does not fit"
+                elif spills > spill0:
+                    why = f"spills {spills} bytes per thread on {self.arch}" + (
+                        f" (the original: {spill0})" if spill0 else "")
+                else:
+                    why = None
+                out[_key(cfg)] = (why, mine)
+        return out
 
 
 def original_config(site: LaunchSite) -> dict[str, int]:
@@ -261,8 +362,8 @@ def autotune_configs(choices: list[ShapeChoice], original: dict[str, int], trial
     wins: dict[tuple, int] = {}
     for c in choices:
         cfg = c.config if c.config is not None else original
-        wins[tuple(sorted(cfg.items()))] = wins.get(tuple(sorted(cfg.items())), 0) + 1
-    overall = {tuple(sorted(t.config.items())): t.speedup or 0.0 for t in trials if _good(t)}
+        wins[_key(cfg)] = wins.get(_key(cfg), 0) + 1
+    overall = {_key(t.config): t.speedup or 0.0 for t in trials if _good(t)}
     ranked = sorted(wins, key=lambda k: (-wins[k], -overall.get(k, 1.0)))
     return [dict(k) for k in ranked[:limit]]
 
@@ -298,7 +399,8 @@ def _request(request: EvalRequest, source: Optional[str], **options) -> EvalRequ
 
 
 def _trial(config: dict[str, int], r: EvalResult) -> Trial:
-    t = Trial(config=config, status=r.status, correct=r.correct, message=r.message, resources=r.resources)
+    t = Trial(config=config, status=r.status, correct=r.correct, message=r.message, resources=r.resources,
+              phases=dict(r.phases))
     if r.timing:
         t.speedup, t.cand_ms, t.spread_pct = r.timing.speedup, r.timing.cand_ms, r.timing.spread_pct
         t.case_speedups = {c.label: c.timing.speedup for c in r.cases if c.timing}
@@ -361,6 +463,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
         return report
     devices: list = []
+    defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
 
     # Prune before running anything: matmul-style tiles that cannot fit the arch. The element
     # size comes from the original's observed launches (one untimed run, compiled for arch).
@@ -372,37 +475,63 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         sizes = [_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
                  for t in r.arg_types.split(", ") if t.startswith("*")]
         elem = max(sizes) if sizes else 4
-        defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
         reasons = {}
         for c in space:
             why_not = static_limit({**report.original, **c}, blocks, arch, elem, defaults)
             if why_not:
-                reasons[tuple(sorted(c.items()))] = why_not
+                reasons[_key(c)] = why_not
         if reasons:
-            space = [c for c in space if tuple(sorted(c.items())) not in reasons]
+            space = [c for c in space if _key(c) not in reasons]
             report.pruned_before = len(reasons)
             report.notes.append(f"pruned {len(reasons)} of {report.space_size} configs before running anything "
                                 f"(tiles over {arch}'s shared memory or registers, {elem}-byte elements), e.g. "
                                 + next(iter(reasons.values())))
-            feasible = lambda c: tuple(sorted(c.items())) not in reasons  # noqa: E731
+            feasible = lambda c: _key(c) not in reasons  # noqa: E731
         if not space:
             report.message = f"{site.kernel}: no config fits {arch}"
             return report
 
-    def evaluate(configs: list[dict[str, int]]) -> list[Trial]:
-        results = runner.evaluate_many([_request(request, render(cfg), trials=trials_per_case, aot_arch=arch)
-                                        for cfg in configs])
-        devices.extend(r.device for r in results if r.device)
-        return [_trial(cfg, r) for cfg, r in zip(configs, results)]
+    screen = Screen(runner, request, site.kernel, arch, _parallelism(runner))
+    search_timing = SEARCH_TIMING if timed else {}
 
+    def evaluate(configs: list[dict[str, int]]) -> list[Trial]:
+        """Screen the batch by compiling it for arch, then run what is left. Returns the run
+        configs' trials (the pruned ones go to report.screened)."""
+        verdicts = screen.check(configs)
+        run = []
+        for cfg in configs:
+            why, res = verdicts.get(_key(cfg), (None, None))
+            if why:
+                report.screened.append(Trial(config=cfg, status="pruned", correct=False, resources=res,
+                                             pruned=why, message=f"pruned before running: {why}"))
+            else:
+                run.append(cfg)
+        results = runner.evaluate_many([
+            _request(request, render(cfg), trials=trials_per_case,
+                     aot_arch=None if verdicts.get(_key(cfg)) else arch, **search_timing)
+            for cfg in run])
+        devices.extend(r.device for r in results if r.device)
+        out = []
+        for cfg, r in zip(run, results):
+            if verdicts.get(_key(cfg)) and not r.resources:
+                r.resources = verdicts[_key(cfg)][1]  # the screen's report for this config
+            out.append(_trial(cfg, r))
+        return out
+
+    # What the original runs with, on the search axes; and known-good tiles for tl.dot kernels.
+    axes = search_axes(site, backend, uses_dot)
+    start = {name: report.original.get(name, defaults.get(name, values[len(values) // 2]))
+             for name, values in axes.items()}
+    seeds = [c for c in dot_seeds(axes, blocks, start, backend) if feasible(c)] if blocks and at is None else []
     if timed and at is None and len(space) > max_configs:
-        # On a GPU: a seeded sample of half the budget explores the space (the knobs of a tiled
-        # kernel interact, which one-knob moves alone miss), then coordinate descent refines
-        # from the best verified config found, one knob at a time.
-        axes = search_axes(site, backend, uses_dot)
-        start = {name: report.original.get(name, values[len(values) // 2]) for name, values in axes.items()}
-        n_explore = max_configs // 2 if len(space) > 2 * max_configs else 0
-        explored = evaluate(random.Random(seed).sample([c for c in space if c != start], n_explore)) if n_explore else []
+        # On a GPU: explore first (the seeds, then a seeded sample up to half the budget: the
+        # knobs of a tiled kernel interact, which one-knob moves alone miss), then coordinate
+        # descent refines from the best verified config found.
+        report.seeds = len(seeds)
+        n_sample = max(0, max_configs // 2 - len(seeds)) if len(space) > 2 * max_configs else 0
+        rest = [c for c in space if c != start and c not in seeds]
+        explore = (seeds[:max_configs] + random.Random(seed).sample(rest, min(n_sample, len(rest))))
+        explored = evaluate(explore) if explore else []
         best0 = choose(explored)
         if best0 is not None:
             start, speed0 = dict(best0.config), best0.speedup
@@ -410,41 +539,53 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
             speed0 = 1.0
         # The descent returns the explored trials first, then its own.
         report.trials = coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible,
-                                           prior=tuple(explored), start_speed=speed0)
-        report.notes.append(f"searched {len(report.trials)} of {len(space)} configs: a seeded sample of "
-                            f"{n_explore}, then coordinate descent from "
-                            + ("the best of it" if best0 is not None else "the original"))
+                                           prior=tuple(explored), start_speed=speed0,
+                                           skip=lambda c: _key(c) in {_key(t.config) for t in report.screened})
+        report.notes.append(
+            f"searched {len(report.trials)} of {len(space)} configs: "
+            + (f"{len(seeds)} known-good tile shapes for {backend}, " if seeds else "")
+            + (f"a seeded sample of {n_sample}, " if n_sample else "")
+            + "then coordinate descent from " + ("the best of these" if best0 is not None else "the original"))
     else:
         if len(space) > max_configs:
-            space = random.Random(seed).sample(space, max_configs)
+            seeds = [c for c in seeds if c in space]
+            report.seeds = len(seeds)
+            rest = [c for c in space if c not in seeds]
+            space = seeds[:max_configs] + random.Random(seed).sample(rest, max_configs - len(seeds[:max_configs]))
             report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs"
-                                + (f" ({report.space_size - report.pruned_before} after pruning)" if report.pruned_before else ""))
+                                + (f" ({report.space_size - report.pruned_before} after pruning)" if report.pruned_before else "")
+                                + (f", {len(seeds)} of them known-good tile shapes for {backend}" if seeds else ""))
         report.trials = evaluate(space)
+    if report.screened:
+        report.notes.append(f"{len(report.screened)} config(s) pruned before running by the {arch} compile "
+                            f"report, e.g. {report.screened[0].pruned}")
+    elif screen.unavailable:
+        report.notes.append(f"no compile screen before running: {screen.unavailable}")
     report.tried = len(report.trials)
     if devices:
         d = devices[0]
         report.device = d.name if d.backend == "interpreter" else f"{d.name} ({d.backend}, {d.arch})"
     report.timed = any(t.speedup is not None for t in report.trials)
     verified = sum(t.correct for t in report.trials)
+    unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
     report.emit = emit
     best = choose(report.trials)
     if report.timed:
         report.per_shape = per_shape(report.trials)
     if not report.timed:
         report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct on "
-                          f"{report.device or 'the runner'}; no timing here, so nothing is offered as "
+                          f"{report.device or 'the runner'}{unrun}; no timing here, so nothing is offered as "
                           "faster: timing needs a GPU. Run the same command on a GPU box, or point it at "
                           "a runner there: --runner http://HOST:8765 (geak-runner serve on that box)")
         return report
     per_shape_gain = any(c.config is not None for c in report.per_shape)
     if best is None and not (emit == "autotune" and per_shape_gain):
         report.message = (f"{site.kernel}: no config beats the original ({verified} of {report.tried} "
-                          "verified correct; none faster by more than the timing spread)")
+                          f"verified correct{unrun}; none faster by more than the timing spread)")
         return report
 
     # The edit, in the form the user asked for.
     if emit == "autotune":
-        defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
         names = sorted({n for t in report.trials for n in t.config})
         # An autotuned kernel's original is its own list, which is not one of the configs.
         original_full = {} if at is not None else {
@@ -489,5 +630,5 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         return report
     report.best_speedup, report.source = sp, source
     report.message = (f"{site.kernel}: {sp:.2f}x faster with {label} (confirmed on a fresh "
-                      f"evaluation; {verified} of {report.tried} configs verified correct)")
+                      f"evaluation; {verified} of {report.tried} configs verified correct{unrun})")
     return report
