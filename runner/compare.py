@@ -2,8 +2,12 @@
 
 Tensors, tuples, lists, dicts, scalars and None are compared element by element; containers
 must have the same length and keys (nothing is truncated), tensors the same shape, dtype and
-device kind. Floating values pass when |actual - expected| <= atol + rtol * |expected|, NaN
-only where the expected value is NaN, and infinities must match exactly.
+device kind. Floating values pass when |actual - expected| <= atol * s + rtol * |expected|,
+NaN only where the expected value is NaN, and infinities must match exactly. ``s`` is the
+tensor's scale: the mean |expected| over its finite values, at least 1. A sum of many terms
+that cancels to near zero carries the rounding error of its terms, not of its result, so two
+correct reductions in different orders differ by about eps times the outputs' typical size;
+``atol`` is counted in that unit. Outputs of magnitude 1 or less keep ``atol`` as it is.
 
 Runs inside the worker (needs torch). The comparison is done on float64 copies.
 """
@@ -109,10 +113,12 @@ def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tole
     err = torch.where(finite, (a64 - e64).abs(), torch.zeros((), dtype=torch.float64, device=e64.device))
     err = torch.where(torch.isinf(a64) & ~e_inf, torch.full((), math.inf, dtype=torch.float64,
                                                             device=e64.device), err)
-    limit = tol.atol + tol.rtol * e64.abs()
+    scale = max(1.0, float(e64[finite].abs().mean())) if bool(finite.any()) else 1.0
+    atol = tol.atol * scale
+    limit = atol + tol.rtol * e64.abs()
     bad |= err > limit
     c.max_abs = float(err.max())
-    denom = torch.clamp(e64.abs(), min=max(tol.atol, 1e-30))
+    denom = torch.clamp(e64.abs(), min=max(atol, 1e-30))
     c.max_rel = float((err / denom).max())
     n_bad = int(bad.sum())
     if n_bad:
@@ -120,8 +126,9 @@ def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tole
         e, a = e64.reshape(-1)[flat].item(), a64.reshape(-1)[flat].item()
         where = _fmt_index(e64.shape, flat)
         total = e64.numel()
+        atol_text = f"atol={tol.atol:g}" + (f"·{scale:.3g} (the output's mean magnitude)" if scale > 1 else "")
         c.fail(f"{path}{where}: {a:.6g}, expected {e:.6g} ({n_bad} of {total} elements outside "
-               f"atol={tol.atol:g} + rtol={tol.rtol:g}·|expected| for {dt}; max abs error "
+               f"{atol_text} + rtol={tol.rtol:g}·|expected| for {dt}; max abs error "
                f"{c.max_abs:.3g}, max rel error {c.max_rel:.3g})")
     return c
 

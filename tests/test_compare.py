@@ -83,3 +83,30 @@ def test_bitwise_equal_and_summary():
     assert bitwise_equal(x, x.clone())
     assert not bitwise_equal(x, torch.tensor([1.0, 0.0]))
     assert summarize([torch.zeros(2, 3, dtype=torch.float16), 4], ["x", "dim"]) == "x: float16[2, 3], dim: 4"
+
+
+def test_reductions_in_another_order_pass_and_a_dropped_term_does_not():
+    # Column sums of 16384 rows: fp32 sums in two orders differ by ~1e-4 where a column
+    # cancels to near zero, far outside a fixed atol of 1e-5 but tiny against the sums' size.
+    torch.manual_seed(0)
+    x = torch.randn(16384, 512)
+    exact = x.double().sum(0)
+    pairwise = x.sum(0)  # torch's blocked order
+    sequential = torch.zeros(512)
+    for chunk in x.split(1024):  # another order: 16 partial sums added one after another
+        sequential += chunk.sum(0)
+    near_zero = exact.abs().argmin()
+    assert (pairwise - sequential).abs().max() > 1e-5 + 1e-4 * exact[near_zero].abs()  # the old test fails
+    assert compare(pairwise, sequential).ok
+    assert compare(exact.float(), sequential).ok
+    # A column that missed one term, or a single wrong element, is still caught.
+    dropped = sequential.clone()
+    dropped[near_zero] -= x[-1, near_zero]
+    c = compare(pairwise, dropped)
+    assert not c.ok and "mean magnitude" in c.detail
+    wrong = sequential.clone()
+    wrong[7] += 0.05
+    assert not compare(pairwise, wrong).ok
+    # Outputs of magnitude 1 or less keep atol as it is.
+    e = torch.full((100,), 0.01)
+    assert not compare(e, e + 2e-5).ok and compare(e, e + 5e-6).ok
