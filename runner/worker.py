@@ -158,6 +158,8 @@ class Evaluation:
         self.retire = False
         self.tripwires: list = []
         self.trip_counter = [0]
+        self.ref_threads: set = set()  # threads that appeared during the reference's calls
+        self.cand_threads: set = set()  # ... during the candidate's (or while one of its was alive)
 
     # ----------------------------------------------------------------- paths, errors
 
@@ -349,6 +351,7 @@ class Evaluation:
         """One call of one side, attributed (for crash reports) and observed (launches; with
         ``ops``, aten ops and the stream), errors classified in the user's terms."""
         send({"event": "at", "side": side, "case": label})
+        threads_before = self.guards.live_threads()
         stream = None
         if ops is not None and not self.interp:
             stream = self.torch.cuda.current_stream().cuda_stream
@@ -368,6 +371,20 @@ class Evaluation:
             self.launches.side = self.launches.expected_stream = None
             if ops is not None:
                 ops.expected_stream = None
+            self.note_threads(side, threads_before)
+
+    def note_threads(self, side: str, before: set) -> None:
+        """Attribute threads that appeared during a call. The reference's own (torch.compile's
+        workers, say) are not held against the candidate, unless a thread the candidate started
+        was still alive then (it could have started them)."""
+        now = self.guards.live_threads()
+        new = now - before
+        if not new:
+            return
+        if side == "reference" and not (self.cand_threads & (before | now)):
+            self.ref_threads |= new
+        else:
+            self.cand_threads |= new - self.ref_threads
 
     # ----------------------------------------------------------------- main flow
 
@@ -710,7 +727,7 @@ class Evaluation:
             self.retire = True
             what = changed or ["triton JITFunction.run"]
             self.reject(result, "tampering", "the candidate replaced " + ", ".join(what[:6]))
-        new_threads = self.guards.live_threads() - threads_before
+        new_threads = self.guards.live_threads() - threads_before - self.ref_threads
         if new_threads:
             self.retire = True
             self.reject(result, "background_thread",
@@ -776,6 +793,7 @@ class Evaluation:
         per = []
         notes = set()
         flops_fn = getattr(ref_mod, "get_flops", None)
+        bytes_fn = getattr(ref_mod, "get_bytes", None)
         for cr in result.cases:
             if cr.index not in run_cases:
                 continue
@@ -815,6 +833,12 @@ class Evaluation:
             if hw:
                 result.flags.append(S.Flag("hidden_work", "warning", f"case '{cr.label}': {hw}"))
             moved = nbytes((call.args, call.kwargs)) + nbytes(exp)
+            if callable(bytes_fn):  # the file knows better (a gather reads only the rows it uses)
+                try:
+                    moved = int(bytes_fn(*call.args, **call.kwargs))
+                except Exception as e:
+                    notes.add(f"get_bytes failed ({type(e).__name__}: {str(e)[:120]}); bytes counted "
+                              "as inputs + outputs")
             ct = S.CaseTiming(ref_ms=pt.ref_ms, cand_ms=pt.cand_ms,
                               speedup=pt.ref_ms / pt.cand_ms if pt.cand_ms > 0 else math.inf,
                               ref_spread_pct=pt.ref_spread_pct, cand_spread_pct=pt.cand_spread_pct,

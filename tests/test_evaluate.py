@@ -205,6 +205,34 @@ def test_background_thread_is_rejected(project, runner):
     assert r.status == "rejected" and "background_thread" in flag_codes(r, "reject")
 
 
+def test_threads_the_reference_starts_are_not_held_against_the_candidate(project, runner):
+    # torch.compile's compile workers are threads the reference leaves running: the candidate,
+    # which starts none, is verified.
+    project.write("ref2.py", ADD_RELU.replace("import torch\n", "import threading, time\nimport torch\n", 1)
+                  .replace("    return out", "    threading.Thread(target=time.sleep, args=(3,), daemon=True).start()\n"
+                                             "    return out", 1))
+    project.write("cand.py", kernel_variant(block=64))
+    r = project.evaluate(runner, "ref2.py::add_relu", "cand.py::add_relu", trials=1)
+    assert r.status == "ok" and r.correct, r.message
+    assert "background_thread" not in flag_codes(r)
+
+
+def test_a_thread_handed_over_during_the_reference_call_is_still_the_candidates(project, runner):
+    # The candidate's thread waits for the reference's next call, starts another thread then
+    # and exits: what appears while a candidate's thread is alive is the candidate's.
+    # Only its first call starts the relay, so that no thread of the candidate's is left at the end.
+    project.write("cand.py", kernel_variant(extra="""
+        import threading, time
+        _started = []
+        def _relay():
+            time.sleep(0.3)
+            threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+    """, post="    _started or (_started.append(1), threading.Thread(target=_relay, daemon=True).start())"))
+    project.write("ref2.py", ADD_RELU.replace("    return out", "    import time; time.sleep(0.6)\n    return out", 1))
+    r = project.evaluate(runner, "ref2.py::add_relu", "cand.py::add_relu", trials=2, cases=[0])
+    assert r.status == "rejected" and "background_thread" in flag_codes(r, "reject"), r.message
+
+
 def test_candidate_that_mutates_its_inputs(project, runner):
     # Writes the result into x as well: the reference leaves x alone.
     project.write("cand.py", kernel_variant(post="    x.copy_(out)"))
