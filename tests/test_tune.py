@@ -56,6 +56,11 @@ def test_knobs_in_different_styles():
     (site,) = find_launch_sites(STYLES, "computed")
     assert [kn.name for kn in site.knobs] == ["ACT", "num_warps"]
     assert any("BLOCK is computed" in n for n in site.notes)
+    # A computed num_warps stays: the search must not add a second num_warps= to the launch.
+    text = STYLES.replace("BLOCK=b, ACT=0, num_warps=4)", "BLOCK=1024, ACT=0, num_warps=b // 256)")
+    (site,) = find_launch_sites(text, "computed")
+    assert "num_warps" not in search_space(site)[0] and all("num_warps" not in c for c in search_space(site))
+    compile(render_config(text, site, search_space(site)[0]), "x.py", "exec")
 
 
 def test_edits_rewrite_the_launch_and_its_grid():
@@ -543,3 +548,33 @@ def test_a_timed_matmul_search_starts_from_the_seeds_and_times_lightly(tmp_path,
     assert report.improved and report.best == dict(seeds[2]) and report.best_speedup == pytest.approx(1.5)
     assert all(r.options.rep_ms == SEARCH_TIMING["rep_ms"] for r in search)
     assert confirm.options.rep_ms == 100.0 and confirm.options.trials >= 3  # the full budget
+
+
+def test_on_a_gpu_runner_with_no_verified_config_the_verdict_says_so(tmp_path, runner):
+    # Every other block size changes the result, and num_warps is computed: no config can be
+    # right, so nothing is timed; the report must not claim that timing needs a GPU.
+    p = Project(tmp_path).write("k.py", """
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            tl.store(out_ptr + offs, x * BLOCK / 256, mask=offs < n)
+
+        def scale(x):
+            out = torch.empty_like(x)
+            nw = 4 if x.numel() > 0 else 1
+            scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256, num_warps=nw)
+            return out
+
+        def get_inputs():
+            return [torch.randn(1000, device="cuda")]
+    """)
+    report = tune(CostModelRunner(runner, lambda case, text: 1.0), p.request("k.py::scale"), "sm_90",
+                  max_configs=8, trials_per_case=1, timed=True)
+    assert report.tried == 4 and not any(t.correct for t in report.trials)
+    assert not report.improved and "0 of 4 configs verified correct" in report.message
+    assert "needs a GPU" not in report.message and "mismatch" in report.message

@@ -54,6 +54,8 @@ class LaunchSite:
     """First line of the kernel's definition, decorators included."""
     params: list = field(default_factory=list)
     """The kernel's parameters: (name, is_constexpr)."""
+    keywords: set = field(default_factory=set)
+    """Every keyword the launch passes (knobs or not: a computed ``num_warps=nw`` too)."""
 
 
 def _span(node: ast.AST) -> Span:
@@ -105,6 +107,7 @@ def find_launch_sites(text: str, wrapper: str) -> list[LaunchSite]:
         site.grid_names = {n.id for n in ast.walk(grid) if isinstance(n, ast.Name)}
         site.kernel_line = min([kdef.lineno] + [d.lineno for d in kdef.decorator_list])
         site.params = [(a.arg, a.arg in consts) for a in kdef.args.args]
+        site.keywords = {kw.arg for kw in node.keywords if kw.arg}
         grid_literals = [n for n in ast.walk(grid) if _int_literal(n) is not None]
         previous_end = {}  # keyword -> end of the argument before it
         for j, kw in enumerate(node.keywords):

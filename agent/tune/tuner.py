@@ -123,7 +123,8 @@ def search_axes(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False)
             axes[k.name] = list(NUM_WARPS)
         elif k.kind == "num_stages" and site.has_loop:
             axes[k.name] = list(NUM_STAGES.get(backend, NUM_STAGES["cuda"]))
-    names = {k.name for k in site.knobs}
+    # Launch options the launch does not pass can be added (a computed one stays as it is).
+    names = {k.name for k in site.knobs} | site.keywords
     if "num_warps" not in names and site.insert_at:
         axes["num_warps"] = list(NUM_WARPS)
     if "num_stages" not in names and site.insert_at and site.has_loop:
@@ -572,6 +573,13 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     best = choose(report.trials)
     if report.timed:
         report.per_shape = per_shape(report.trials)
+    if not report.timed and timed:
+        # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
+        first = next((t for t in report.trials if not t.correct), None)
+        report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct{unrun}, so "
+                          "nothing was timed and the original stays"
+                          + (f"; first failure: {first.status}: {first.message[:300]}" if first else ""))
+        return report
     if not report.timed:
         report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct on "
                           f"{report.device or 'the runner'}{unrun}; no timing here, so nothing is offered as "
