@@ -43,7 +43,8 @@ def fp8_quant(x: torch.Tensor, fp8_dtype: torch.dtype):
 def fp8_quant_reference(x, fp8_dtype):
     fmax = torch.finfo(fp8_dtype).max
     xf = x.float()
-    scale = xf.abs().amax(dim=-1).clamp_min(1e-12) / fmax
+    amax = xf.abs().amax(dim=-1).clamp_min(1e-12)
+    scale = amax / torch.full_like(amax, fmax)  # a tensor divisor divides exactly (see int8_quant.py)
     return (xf / scale[:, None]).clamp(-fmax, fmax).to(fp8_dtype), scale
 
 

@@ -38,7 +38,12 @@ def int8_quant(x: torch.Tensor):
 
 def int8_quant_reference(x):
     xf = x.float()
-    scale = xf.abs().amax(dim=-1).clamp_min(1e-8) / 127.0
+    amax = xf.abs().amax(dim=-1).clamp_min(1e-8)
+    # Divided by a tensor, not the Python number 127.0: on a GPU PyTorch turns a division by a
+    # CPU scalar into a multiplication by its reciprocal, which can be one ulp off the correctly
+    # rounded quotient (and move an int8 value by one); a tensor divisor divides exactly, as the
+    # kernel (and PyTorch on the CPU) do.
+    scale = amax / torch.full_like(amax, 127.0)
     v = xf / scale[:, None]
     q = (torch.sign(v) * torch.floor(v.abs() + 0.5)).clamp(-127, 127).to(torch.int8)
     return q, scale

@@ -93,6 +93,8 @@ def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
                 continue
             if b.get("speedup") is None:
                 chk = {True: "matches", False: "MISMATCH", None: "-"}[b.get("correct")]
+                if b.get("correct") is False and b.get("status") not in (None, "mismatch"):
+                    chk = b["status"]  # rejected, crashed, ...: not a wrong answer
                 row += [chk, "-"]
             else:
                 row += [_f(b["speedup"], ".3f", "x") + (" (cached)" if b.get("cached") else ""),
@@ -108,6 +110,11 @@ def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
     if failing:
         lines += ["", "## Failures", ""]
         lines += [f"* `{n}`: {m}" for n, m in failing]
+    unmeasured = [(t["name"], k, b.get("message", "")) for t in doc["tasks"]
+                  for k, b in sorted(t.get("baselines", {}).items()) if b.get("correct") is False]
+    if unmeasured:
+        lines += ["", "## Baselines that did not verify", ""]
+        lines += [f"* `{n}` vs torch {k}: {m}" for n, k, m in unmeasured]
     if notes or doc.get("notes"):
         lines += ["", "## Notes", ""]
         lines += [f"* {n}" for n in doc.get("notes", [])]

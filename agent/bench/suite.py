@@ -372,7 +372,8 @@ class Bench:
                 return {**hit, "cached": True}
         r = self.runner.evaluate(req)
         results["baselines"][kind] = to_dict(r)
-        entry = {"correct": bool(r.correct), "speedup": r.timing.speedup if r.timing else None,
+        entry = {"correct": bool(r.correct), "status": r.status,
+                 "speedup": r.timing.speedup if r.timing else None,
                  "ref_ms": r.timing.ref_ms if r.timing else None,
                  "cand_ms": r.timing.cand_ms if r.timing else None,
                  "message": r.message, "task": task.name}
