@@ -507,17 +507,16 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
                                              pruned=why, message=f"pruned before running: {why}"))
             else:
                 run.append(cfg)
+        # A screened config's compile report is the screen's; the others are compiled as they run.
         results = runner.evaluate_many([
             _request(request, render(cfg), trials=trials_per_case,
-                     aot_arch=None if verdicts.get(_key(cfg)) else arch, **search_timing)
+                     aot_arch=None if _key(cfg) in verdicts else arch, **search_timing)
             for cfg in run])
         devices.extend(r.device for r in results if r.device)
-        out = []
         for cfg, r in zip(run, results):
-            if verdicts.get(_key(cfg)) and not r.resources:
-                r.resources = verdicts[_key(cfg)][1]  # the screen's report for this config
-            out.append(_trial(cfg, r))
-        return out
+            if _key(cfg) in verdicts and not r.resources:
+                r.resources = verdicts[_key(cfg)][1]
+        return [_trial(cfg, r) for cfg, r in zip(run, results)]
 
     # What the original runs with, on the search axes; and known-good tiles for tl.dot kernels.
     axes = search_axes(site, backend, uses_dot)
@@ -531,7 +530,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         report.seeds = len(seeds)
         n_sample = max(0, max_configs // 2 - len(seeds)) if len(space) > 2 * max_configs else 0
         rest = [c for c in space if c != start and c not in seeds]
-        explore = (seeds[:max_configs] + random.Random(seed).sample(rest, min(n_sample, len(rest))))
+        explore = seeds[:max_configs] + random.Random(seed).sample(rest, min(n_sample, len(rest)))
         explored = evaluate(explore) if explore else []
         best0 = choose(explored)
         if best0 is not None:
