@@ -233,3 +233,15 @@ def test_report_table_and_plot(tmp_path):
     assert plot(doc, png) is True
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot(_doc([None]), tmp_path / "none.png") is False and not (tmp_path / "none.png").exists()
+
+
+def test_tune_summary_takes_the_confirmations_times_only_when_an_edit_was_offered():
+    from agent.bench.suite import tune_summary
+    conf = {"timing": {"ref_ms": 2.0, "cand_ms": 0.5}}
+    original = {"timing": {"ref_ms": 2.1, "cand_ms": 2.05}}
+    offered = {"source": "...", "confirmation": conf, "trials": [{}] * 5, "screened": [{}] * 2, "space_size": 40}
+    assert tune_summary(offered, original, 12.34) == {"first_ms": 2.0, "final_ms": 0.5, "configs_run": 5,
+                                                       "configs_pruned": 2, "space": 40, "search_s": 12.3}
+    # Refused on confirmation: the user keeps the first version, whatever the confirmation measured.
+    kept = {**offered, "source": None}
+    assert tune_summary(kept, original)["final_ms"] == tune_summary(kept, original)["first_ms"] == 2.05

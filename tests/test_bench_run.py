@@ -54,6 +54,14 @@ def test_tune_strategy_verifies_configs_and_keeps_the_original_without_timing(ru
     assert any("config(s) verified" in n for n in r.notes)
     state = json.loads((tmp_path / "out" / "state.json").read_text())
     assert state["tasks"]["scale_shift"]["samples"][0]["source"] == "original"
+    # The tuner's line of the report: configs run and pruned, the space, the search's time;
+    # no times on a CPU.
+    assert r.search["configs_run"] + r.search["configs_pruned"] == 3 and r.search["space"] >= 3
+    assert r.search["search_s"] > 0 and r.search["first_ms"] is None and r.search["final_ms"] is None
+    from agent.bench.report import markdown
+    from agent.bench.suite import document
+    md = markdown(document([r], Settings(strategy="tune"), None, "geak", []))
+    assert "## The tuner per task" in md and f"| `scale_shift` | - | - | - | {r.search['configs_run']} + " in md
 
 
 def test_cli_pass_at_k_json_report_and_exit_codes(tmp_path):

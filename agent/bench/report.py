@@ -100,6 +100,16 @@ def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
                 row += [_f(b["speedup"], ".3f", "x") + (" (cached)" if b.get("cached") else ""),
                         _f(b["speedup"] * sp, ".3f", "x") if sp is not None else "-"]
         lines.append("| " + " | ".join(row) + " |")
+    searched = [t for t in doc["tasks"] if t.get("search")]
+    if searched:
+        lines += ["", "## The tuner per task", "",
+                  "| task | first version Σ ms | final Σ ms | speedup | configs run + pruned unrun / space | search s |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for t in searched:
+            x = t["search"]
+            lines.append(f"| `{t['name']}` | {_f(x.get('first_ms'), '.4f')} | {_f(x.get('final_ms'), '.4f')} | "
+                         f"{_f(_best_speedup(t), '.3f', 'x')} | {x.get('configs_run', '-')} + "
+                         f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} |")
     notes = [(t["name"], n) for t in doc["tasks"] for n in t.get("notes", [])]
     errors = [(t["name"], t["error"]) for t in doc["tasks"] if t.get("error")]
     if errors:

@@ -86,6 +86,9 @@ class TaskRecord:
     duration_s: float = 0.0
     error: Optional[str] = None
     """A harness-side failure (the runner unreachable): the task is reported, not scored."""
+    search: dict = field(default_factory=dict)
+    """``tune``: what the tuner did (``tune_summary``): first-version and final Σ ms, configs
+    run and pruned unrun, the space, the search's wall time."""
 
     def metric_samples(self) -> list[metrics.Sample]:
         return [metrics.Sample(s.status, s.correct, s.speedup, s.pct_peak) for s in self.samples]
@@ -299,6 +302,7 @@ class Bench:
         arch = self.settings.arch or (base.device.arch if base.device and base.device.arch in ARCHS
                                       else DEFAULT_ARCH)
         timed = _gpu(base) and base.timing is not None
+        t0 = time.monotonic()
         try:
             report = tune(self.runner, task.request(self.options), arch, max_configs=self.settings.max_configs,
                           trials_per_case=self.settings.tune_trials, timed=timed, emit=self.settings.emit)
@@ -308,6 +312,7 @@ class Bench:
                                             "the original is kept: " + str(e), "original"))
             return base
         results["tune"] = to_dict(report)
+        rec.search = tune_summary(results["tune"], results["original"], time.monotonic() - t0)
         conf = report.confirmation
         if report.improved and conf is not None:
             rec.samples.append(_sample(conf, "tuned"))
@@ -380,6 +385,18 @@ class Bench:
         if gpu and r.correct and r.timing is not None:
             self.cache.put(dev.name, kind, task.digest, entry)
         return {**entry, "cached": False}
+
+
+def tune_summary(report: dict, original: dict, search_s: Optional[float] = None) -> dict:
+    """A tuner report (as JSON) in one line of the bench table: the first version's and the
+    final kernel's Σ ms over the timed cases (the confirmation's when an edit was offered),
+    configs run and pruned unrun, the space searched, the search's wall time."""
+    conf, base = report.get("confirmation"), original.get("timing")
+    offered = report.get("source") is not None and conf and conf.get("timing")
+    first = conf["timing"]["ref_ms"] if offered else (base or {}).get("cand_ms")
+    return {"first_ms": first, "final_ms": conf["timing"]["cand_ms"] if offered else first,
+            "configs_run": len(report.get("trials") or []), "configs_pruned": len(report.get("screened") or []),
+            "space": report.get("space_size"), "search_s": round(search_s, 1) if search_s is not None else None}
 
 
 # --------------------------------------------------------------------------- the document
