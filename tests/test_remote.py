@@ -128,3 +128,21 @@ def test_a_daemon_whose_workers_cannot_start_says_why(tmp_path, project):
         assert "torch sees no GPU" in res.message
     finally:
         d.stop()
+
+
+def test_geak_optimize_through_the_daemon_screens_then_verifies(tmp_path):
+    # The tuner's compile screen (aot_configs) and its candidates travel the same wire format.
+    from conftest import Project
+    (tmp_path / "proj").mkdir()
+    p = Project(tmp_path / "proj").write("sm.py", (ROOT / "examples" / "softmax.py").read_text())
+    d = Daemon(tmp_path / "state", TOKEN).start()
+    try:
+        out = geak("optimize", "sm.py::softmax", "--runner", d.url, "--json", cwd=p.root,
+                   env={"GEAK_RUNNER_TOKEN": TOKEN})
+        assert out.returncode == 1, out.stderr  # verified, not timed: nothing offered on a CPU
+        rep = json.loads(out.stdout)
+        assert rep["screened"] and all(t["status"] == "pruned" and "spills" in t["pruned"] for t in rep["screened"])
+        assert rep["trials"] and all(t["correct"] for t in rep["trials"])
+        assert "pruned before running" in out.stderr and "timing needs a GPU" in out.stderr
+    finally:
+        d.stop()
