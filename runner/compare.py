@@ -61,6 +61,11 @@ class Comparison:
             self.ok, self.detail = False, detail
         return self
 
+    def structural(self, detail: str) -> "Comparison":
+        """A difference of shape, type or length: no element error can be stated."""
+        self.max_abs = self.max_rel = math.inf
+        return self.fail(detail)
+
     def merge(self, other: "Comparison") -> None:
         self.max_abs = max(self.max_abs, other.max_abs)
         self.max_rel = max(self.max_rel, other.max_rel)
@@ -79,13 +84,13 @@ def _fmt_index(shape, flat: int) -> str:
 def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tolerance]) -> Comparison:
     c = Comparison()
     if not isinstance(act, torch.Tensor):
-        return c.fail(f"{path}: expected a tensor, got {type(act).__name__}")
+        return c.structural(f"{path}: expected a tensor, got {type(act).__name__}")
     if tuple(exp.shape) != tuple(act.shape):
-        return c.fail(f"{path}: shape {tuple(act.shape)}, expected {tuple(exp.shape)}")
+        return c.structural(f"{path}: shape {tuple(act.shape)}, expected {tuple(exp.shape)}")
     if exp.dtype != act.dtype:
-        return c.fail(f"{path}: dtype {dtype_name(act.dtype)}, expected {dtype_name(exp.dtype)}")
+        return c.structural(f"{path}: dtype {dtype_name(act.dtype)}, expected {dtype_name(exp.dtype)}")
     if exp.device.type != act.device.type:
-        return c.fail(f"{path}: on {act.device.type}, expected on {exp.device.type}")
+        return c.structural(f"{path}: on {act.device.type}, expected on {exp.device.type}")
     if exp.numel() == 0:
         return c
     dt = dtype_name(exp.dtype)
@@ -118,8 +123,10 @@ def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tole
     limit = atol + tol.rtol * e64.abs()
     bad |= err > limit
     c.max_abs = float(err.max())
+    if bool((e_nan != a_nan).any() or (e_inf & (e64 != a64)).any()):
+        c.max_abs = math.inf  # a NaN or an infinity where the other side has a number
     denom = torch.clamp(e64.abs(), min=max(atol, 1e-30))
-    c.max_rel = float((err / denom).max())
+    c.max_rel = math.inf if c.max_abs == math.inf else float((err / denom).max())
     n_bad = int(bad.sum())
     if n_bad:
         flat = int(bad.reshape(-1).nonzero()[0])
@@ -140,22 +147,22 @@ def compare(expected: Any, actual: Any, tols: Optional[dict[str, Tolerance]] = N
         return _compare_tensor(expected, actual, path, tols)
     c = Comparison()
     if expected is None:
-        return c if actual is None else c.fail(f"{path}: expected None, got {type(actual).__name__}")
+        return c if actual is None else c.structural(f"{path}: expected None, got {type(actual).__name__}")
     if isinstance(expected, (list, tuple)):
         if not isinstance(actual, (list, tuple)):
-            return c.fail(f"{path}: expected a {type(expected).__name__} of {len(expected)}, got "
+            return c.structural(f"{path}: expected a {type(expected).__name__} of {len(expected)}, got "
                           f"{type(actual).__name__}")
         if len(expected) != len(actual):
-            return c.fail(f"{path}: {len(actual)} items, expected {len(expected)}")
+            return c.structural(f"{path}: {len(actual)} items, expected {len(expected)}")
         for i, (e, a) in enumerate(zip(expected, actual)):
             c.merge(compare(e, a, tols, f"{path}[{i}]"))
         return c
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
-            return c.fail(f"{path}: expected a dict, got {type(actual).__name__}")
+            return c.structural(f"{path}: expected a dict, got {type(actual).__name__}")
         if set(expected) != set(actual):
             missing, extra = set(expected) - set(actual), set(actual) - set(expected)
-            return c.fail(f"{path}: keys differ (missing {sorted(map(str, missing))}, "
+            return c.structural(f"{path}: keys differ (missing {sorted(map(str, missing))}, "
                           f"unexpected {sorted(map(str, extra))})")
         for k in expected:
             c.merge(compare(expected[k], actual[k], tols, f"{path}[{k!r}]"))
@@ -165,11 +172,11 @@ def compare(expected: Any, actual: Any, tols: Optional[dict[str, Tolerance]] = N
             else c.fail(f"{path}: {actual!r}, expected {expected!r}")
     if isinstance(expected, int) and not isinstance(actual, float):
         if not isinstance(actual, int):
-            return c.fail(f"{path}: expected an int, got {type(actual).__name__}")
+            return c.structural(f"{path}: expected an int, got {type(actual).__name__}")
         return c if expected == actual else c.fail(f"{path}: {actual}, expected {expected}")
     if isinstance(expected, float) or isinstance(actual, float):
         if not isinstance(actual, (int, float)):
-            return c.fail(f"{path}: expected a number, got {type(actual).__name__}")
+            return c.structural(f"{path}: expected a number, got {type(actual).__name__}")
         t = tolerance_for(_PY_FLOAT, tols)
         e, a = float(expected), float(actual)
         if math.isnan(e) or math.isnan(a):

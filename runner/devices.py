@@ -60,6 +60,28 @@ def rocm_arch(gcn_arch_name: str) -> str:
     return gcn_arch_name.split(":")[0]
 
 
+def gpu_present(requested: str = "auto") -> bool:
+    """Whether a GPU will be used, decided without initialising the GPU driver in this process
+    (the fork server's children must be the first to do that). NVIDIA: a device count from NVML;
+    AMD: the kernel driver's device files."""
+    import torch
+
+    if requested not in ("auto", "cuda", "rocm"):
+        return False
+    if torch.version.hip:
+        return os.path.exists("/dev/kfd") and any(n.startswith("renderD") for n in
+                                                 (os.listdir("/dev/dri") if os.path.isdir("/dev/dri") else []))
+    if not torch.version.cuda or not torch.backends.cuda.is_built():
+        return False
+    try:
+        n = torch.cuda._device_count_nvml()
+    except Exception:
+        n = -1
+    if n >= 0:
+        return n > 0
+    return any(name.startswith("nvidia") and name[6:].isdigit() for name in os.listdir("/dev"))
+
+
 def detect(requested: str = "auto") -> DeviceInfo:
     """Inside a worker (torch importable). Does not initialise CUDA beyond device queries."""
     import torch

@@ -213,9 +213,10 @@ def _from_tests(module: Any, symbol: str, tests: list[tuple[str, Callable]]) -> 
             def make(seed: int, i=i, j=j) -> Call:
                 got, _ = capture(i, seed)
                 if j >= len(got):
-                    raise InputError(f"{plans[i][0]} called {symbol} {len(got)} times under seed "
-                                     f"{seed}, and {j + 1} times under seed 0")
-                return got[j]
+                    # The test's control flow depends on its random values: for this call, fall
+                    # back to the inputs the test made under seed 0.
+                    got, _ = capture(i, 0)
+                return clone(got[j])
             cases.append(Case(label0 + (f" call {j + 1}" if len(calls) > 1 else ""), make))
     if not cases:
         errors = [n for n in notes if "fails on the current code" in n]
@@ -223,3 +224,38 @@ def _from_tests(module: Any, symbol: str, tests: list[tuple[str, Callable]]) -> 
                          + (f"; {errors[0]}" if errors else ""),
                          hint=f"make a test_*() call {symbol} directly, or add get_inputs()")
     return Discovery(convention=convention, cases=cases, notes=notes)
+
+
+@dataclass
+class UnitTest:
+    """Unit ``tests``: one test function with one parameter set."""
+
+    label: str
+    fn: Callable
+    params: dict
+
+
+def unit_tests(module: Any, below_line: int) -> tuple[list["UnitTest"], list[str]]:
+    """The test functions defined below the separator line, each parameter set a case."""
+    import inspect
+
+    notes: list[str] = []
+    out: list[UnitTest] = []
+    for name, fn in vars(module).items():
+        code = getattr(fn, "__code__", None)
+        if not name.startswith("test") or not callable(fn) or code is None or \
+                getattr(fn, "__module__", None) != module.__name__ or code.co_firstlineno <= below_line:
+            continue
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            continue
+        sets, n = _param_sets(fn)
+        notes += n
+        for ps in sets:
+            missing = [p for p, prm in params.items() if p not in ps and prm.default is prm.empty]
+            if missing:
+                notes.append(f"{name}: left out, it needs the pytest fixture(s) {', '.join(missing)}")
+                break
+            out.append(UnitTest(name + (f"[{_label(ps)}]" if ps else ""), fn, ps))
+    return out, notes

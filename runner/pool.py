@@ -1,23 +1,33 @@
-"""A pool of worker subprocesses, and the lock that keeps timing exclusive on a device.
+"""Worker processes for evaluations, and the lock that keeps timing exclusive on a device.
 
-Standard library only. Each worker evaluates one request at a time. The pool enforces a time
-limit per phase (import, run, timing) and a host-memory ceiling; a worker that crashes, hangs,
-exceeds memory or reports that its state can no longer be trusted is killed with its whole
-process group and replaced, and the result says what happened.
+Standard library only. Every evaluation runs in two workers forked by the fork server
+(``runner.zygote``): a *reference* worker that never imports candidate code and judges, and a
+*candidate* worker that runs the candidate and is used for that one evaluation only. Spare
+workers (torch and triton imported, CUDA context up, no user code yet) wait ready, so a fresh
+process costs no start-up latency. A reference worker whose evaluation went cleanly may serve
+the next evaluation of the same reference (same files, target and options).
 
-Device sharing: correctness runs of several workers may overlap (shared lock); timing takes the
-device alone (exclusive lock, writer-preferring), so no other worker's kernels disturb it.
-Imports and Triton compilation of other workers go on meanwhile, except where compilation
-happens at a kernel's first launch inside a correctness run.
+The pool enforces a time limit per stage (import, run, timing; waits for the device lock do
+not count) and a host-memory ceiling over each job's whole process tree; a job that crashes,
+hangs or exceeds memory is killed with everything it started (``runner.sandbox``), and the
+result says what happened. The conversation with the two workers and the verdict are in
+``runner.session`` and ``runner.verdict``.
+
+Device sharing: correctness work of several workers may overlap (shared lock); timing takes the
+device alone (exclusive lock, writer-preferring). A Triton compile inside an op is announced
+and runs off the lock.
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import os
 import queue
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,13 +36,17 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, SchemaError, from_dict, to_dict
+from . import sandbox
+from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Limits, from_dict, to_dict
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 _SIGNALS = {signal.SIGSEGV: "a segmentation fault (SIGSEGV)", signal.SIGBUS: "a bus error (SIGBUS)",
             signal.SIGABRT: "an abort (SIGABRT)", signal.SIGFPE: "a floating-point exception (SIGFPE)",
             signal.SIGILL: "an illegal instruction (SIGILL)", signal.SIGKILL: "SIGKILL (often the "
             "kernel's out-of-memory killer)"}
+MAX_LINE = 64 << 20  # a message longer than this from a worker is a protocol violation
+REFERENCE_USES = 100  # evaluations one reference worker may serve
+POOL_PREFIX = "geak-pool-"
 
 
 class RWLock:
@@ -69,127 +83,435 @@ class RWLock:
             self._cond.notify_all()
 
 
-def _preexec():  # runs in the child between fork and exec
-    try:
-        import resource
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except Exception:
-        pass
-    try:  # a network namespace of its own: no network at all (needs root or user namespaces)
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        CLONE_NEWNET = 0x40000000
-        libc.unshare(CLONE_NEWNET)
-    except Exception:
-        pass
+class PoolError(RuntimeError):
+    pass
 
 
-def _netns() -> str:
-    try:
-        return os.readlink("/proc/self/ns/net")
-    except OSError:
-        return ""
+class Stopped(Exception):
+    """A job ended during an op: it died, timed out, or was killed for memory."""
+
+    def __init__(self, kind: str, message: str, job: "Job"):
+        super().__init__(message)
+        self.kind, self.message, self.job = kind, message, job
 
 
-_PARENT_NETNS = _netns()
+# --------------------------------------------------------------------------- one worker process
 
 
-class Worker:
-    def __init__(self, python: str, env: dict, isolate_network: bool):
-        self.scratch = tempfile.mkdtemp(prefix="geak-worker-")
-        self.proc = subprocess.Popen(
-            [python, "-u", "-m", "runner.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=self.scratch, env=env, start_new_session=True,
-            preexec_fn=_preexec if isolate_network else None)
+class Job:
+    """The pool's handle on one forked worker (and the process tree below its keeper)."""
+
+    def __init__(self, pool: "WorkerPool", number: int):
+        self.pool = pool
+        self.number = number
+        self.scratch = os.path.join(pool.root, os.urandom(12).hex())
+        os.mkdir(self.scratch, 0o700)
+        self.sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        err_r, err_w = os.pipe()
+        self.child_fds = (child_sock, err_w)
+        self.err = os.fdopen(err_r, "rb", buffering=0)
         self.messages: "queue.Queue[Optional[dict]]" = queue.Queue()
         self.log: collections.deque[str] = collections.deque(maxlen=400)
         self.log_count = 0
-        self.served = 0
+        self.keeper: Optional[int] = None
+        self.pid: Optional[int] = None  # the worker (below the keeper, and an init in its PID namespace)
         self.device: Optional[DeviceInfo] = None
+        self.facts: dict = {}
         self.netns = ""
+        self.exited: Optional[dict] = None
+        self.killed: Optional[tuple[str, str]] = None
+        self.memory_limit_mb: Optional[float] = None
+        self.uses = 0
+        self.loaded: Optional[dict] = None  # a reference worker's answer to "load"
+        self.digest = ""
+        self.clean = True
+        self.where = ""
+        self.compile_s = 0.0
+        self.wait_s = 0.0
+        self.started = time.monotonic()
         threading.Thread(target=self._read_out, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
 
+    # ----------------------------------------------------------------- pipes
+
     def _read_out(self):
-        for raw in self.proc.stdout:
-            try:
-                self.messages.put(json.loads(raw))
-            except json.JSONDecodeError:
-                self.log.append(raw.decode("utf-8", "replace").rstrip())
+        f = self.sock.makefile("rb")
+        try:
+            while True:
+                raw = f.readline(MAX_LINE)
+                if not raw:
+                    break
+                if not raw.endswith(b"\n") and len(raw) >= MAX_LINE:
+                    self.kill("protocol", "the worker sent a message of more than 64 MB")
+                    break
+                try:
+                    self.messages.put(json.loads(raw))
+                except ValueError:
+                    self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
+        except (OSError, ValueError):
+            pass
         self.messages.put(None)
 
     def _read_err(self):
-        for raw in self.proc.stderr:
-            self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
-            self.log_count += 1
+        try:
+            for raw in self.err:
+                self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
+                self.log_count += 1
+        except (OSError, ValueError):
+            pass
 
     def send(self, msg: dict) -> bool:
         try:
-            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-            self.proc.stdin.flush()
+            self.sock.sendall((json.dumps(msg) + "\n").encode())
             return True
-        except (BrokenPipeError, OSError, ValueError):
+        except OSError:
             return False
 
     def log_since(self, mark: int, limit: int = 60) -> str:
         n = min(self.log_count - mark, len(self.log), limit)
         return "\n".join(list(self.log)[-n:]) if n > 0 else ""
 
-    def rss_mb(self) -> float:
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return 0.0
+    # ----------------------------------------------------------------- its processes
 
-    def kill(self):
+    def worker_pid(self) -> Optional[int]:
+        return self.pid
+
+    def tree(self) -> list[int]:
+        return sandbox.descendants(self.keeper) if self.keeper else []
+
+    def kill(self, kind: Optional[str] = None, message: str = "") -> None:
+        if kind and self.killed is None:
+            self.killed = (kind, message)
+        if self.keeper is not None:
+            sandbox.kill_tree(self.keeper)
+        self.clean = False
+
+    def close(self) -> None:
+        """Kill the job's processes and forget its files. Never waits on its descendants."""
+        self.kill()
+        for f in (self.sock, self.err):
+            try:
+                f.close()
+            except OSError:
+                pass
+        for fd in self.child_fds:
+            try:
+                fd.close() if hasattr(fd, "close") else os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.pool._forget(self)
+
+    def alive(self) -> bool:
+        return self.exited is None and self.killed is None and self.keeper is not None and sandbox.alive(self.keeper)
+
+    # ----------------------------------------------------------------- one op
+
+    def call(self, msg: dict, lock: Optional[str], budget: "Budget") -> dict:
+        """Send an op and wait for its reply, holding the device lock the op needs (``read``,
+        ``write``, or None; "held" when the caller holds it). Raises ``Stopped``."""
+        pool = self.pool
+        gpu = self.device is not None and self.device.backend != "interpreter"
+        held: Optional[str] = None
+
+        def take():
+            nonlocal held
+            if gpu and lock in ("read", "write"):
+                t = time.monotonic()
+                pool.device_lock.acquire_read() if lock == "read" else pool.device_lock.acquire_write()
+                self.wait_s += time.monotonic() - t
+                held = lock
+
+        def give():
+            nonlocal held
+            if held == "read":
+                pool.device_lock.release_read()
+            elif held == "write":
+                pool.device_lock.release_write()
+            held = None
+
+        take()
+        budget.start()
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            if not self.send(msg):
+                raise self.stopped()
+            compiling_since = None
+            while True:
+                try:
+                    m = self.messages.get(timeout=0.1)
+                except queue.Empty:
+                    m = False
+                if self.killed is not None:
+                    raise Stopped(self.killed[0], self.killed[1], self)
+                if m is False:
+                    if budget.expired():
+                        self.kill("timeout", "")
+                        raise Stopped("timeout", "", self)
+                    if self.exited is not None:
+                        raise self.stopped()
+                    continue
+                if m is None:
+                    raise self.stopped()
+                ev = m.get("event")
+                if ev == "reply" and m.get("op") == msg.get("op"):
+                    return m
+                if ev == "at":
+                    self.where = f" (running the {m.get('side')} on case '{m.get('case')}')"
+                elif ev == "phase" and m.get("phase") == "compile":
+                    if lock != "held":
+                        give()
+                    budget.pause(lock_free=False)
+                    compiling_since = time.monotonic()
+                elif ev == "phase" and m.get("phase") == "run":
+                    if compiling_since is not None:
+                        self.compile_s += time.monotonic() - compiling_since
+                        compiling_since = None
+                    budget.pause(lock_free=True)
+                    take()
+                    budget.start()
+                    if not self.send({"grant": True}):
+                        raise self.stopped()
+                elif ev == "_exited":
+                    self.exited = m
+                    raise self.stopped()
+        finally:
+            budget.stop()
+            give()
+
+    def stopped(self) -> Stopped:
+        """How the worker ended (the fork server reports its keeper's status)."""
+        deadline = time.monotonic() + 5
+        while self.exited is None and time.monotonic() < deadline:
+            try:
+                m = self.messages.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if m is not None and m.get("event") == "_exited":
+                self.exited = m
+        if self.killed is not None:
+            return Stopped(self.killed[0], self.killed[1], self)
+        sig = (self.exited or {}).get("signal")
+        code = (self.exited or {}).get("code")
+        if sig:
+            what = _SIGNALS.get(sig, f"signal {sig}")
+            kind = "segfault" if sig in (signal.SIGSEGV, signal.SIGBUS) else \
+                ("host_oom" if sig == signal.SIGKILL else "worker_died")
+        else:
+            what, kind = f"exit code {code}", "worker_died"
+        return Stopped(kind, f"the worker died with {what}", self)
+
+
+class Budget:
+    """Seconds a stage may run, counted only while an op runs and holds what it needs (waits for
+    the device lock are not counted)."""
+
+    def __init__(self, limit_s: float):
+        self.limit = limit_s
+        self.used = 0.0
+        self.since: Optional[float] = None
+
+    def start(self):
+        if self.since is None:
+            self.since = time.monotonic()
+
+    def stop(self):
+        if self.since is not None:
+            self.used += time.monotonic() - self.since
+            self.since = None
+
+    def pause(self, lock_free: bool):
+        # A compile counts toward the stage's limit; waiting for the lock afterwards does not.
+        if lock_free:
+            self.stop()
+
+    def expired(self) -> bool:
+        now = self.used + (time.monotonic() - self.since if self.since is not None else 0.0)
+        return now > self.limit
+
+
+# --------------------------------------------------------------------------- the fork server
+
+
+class ForkServer:
+    def __init__(self, pool: "WorkerPool"):
+        self.pool = pool
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
+        env = pool._env()
+        self.proc = subprocess.Popen(
+            [pool.python, "-m", "runner.zygote", str(theirs.fileno()), pool.device,
+             "1" if pool.isolate else "0"],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=env, cwd=pool.root, start_new_session=True)
+        theirs.close()
+        self.log: collections.deque[str] = collections.deque(maxlen=200)
+        self.ready = threading.Event()
+        self.info: dict = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read_err(self):
+        for raw in self.proc.stderr:
+            self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
+
+    def _read(self):
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                break
+            if not data:
+                break
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                continue
+            ev = msg.get("event")
+            if ev in ("ready", "fatal"):
+                self.info = msg
+                self.ready.set()
+            elif ev == "spawned":
+                job = self.pool._jobs.get(msg.get("job"))
+                if job is not None:
+                    job.keeper = int(msg["pid"])
+                    job.messages.put({"event": "_spawned"})
+            elif ev == "exited":
+                job = self.pool._jobs.get(msg.get("job"))
+                if job is not None:
+                    job.messages.put({"event": "_exited", "code": msg.get("code"), "signal": msg.get("signal")})
+        self.info = self.info or {"event": "fatal", "message": "the fork server exited"}
+        self.ready.set()
+        for job in list(self.pool._jobs.values()):
+            job.messages.put({"event": "_exited", "code": None, "signal": None})
+
+    def wait_ready(self, timeout: float) -> dict:
+        if not self.ready.wait(timeout):
+            raise PoolError(f"the worker fork server did not start within {timeout:.0f} s")
+        if self.info.get("event") != "ready":
+            tail = "\n".join(list(self.log)[-20:])
+            why = self.info.get("message", "it exited")
+            extra = f" Is torch installed for {self.pool.python}?" if "No module named" in why + tail else ""
+            raise PoolError(f"a worker could not start: {why}.{extra}\n{tail}".rstrip())
+        return self.info
+
+    def spawn(self, job: Job) -> None:
+        msg = json.dumps({"op": "spawn", "job": job.number, "scratch": job.scratch}).encode()
+        child_sock, err_w = job.child_fds
+        with self.lock:
+            socket.send_fds(self.sock, [msg], [child_sock.fileno(), err_w])
+        child_sock.close()
+        os.close(err_w)
+        job.child_fds = ()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not (self.ready.is_set() and self.info.get("event") != "ready")
+
+    def close(self) -> None:
+        try:
+            self.sock.send(json.dumps({"op": "exit"}).encode())
+        except OSError:
             pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
+            self.proc.kill()
+        try:
+            self.sock.close()
+        except OSError:
             pass
-        for s in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                s.close()
-            except Exception:
-                pass
-        import shutil
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
 
-class PoolError(RuntimeError):
-    pass
+# --------------------------------------------------------------------------- the pool
+
+
+def effective_limits(asked: Optional[Limits], ceiling: Limits) -> Limits:
+    """The runner's limits are ceilings: a request may lower a limit, never raise or remove it
+    (a missing, non-finite or non-positive value means the ceiling)."""
+    import math
+    out = Limits()
+    for name in ("import_s", "run_s", "timing_s", "memory_mb"):
+        top = getattr(ceiling, name)
+        v = getattr(asked, name, None) if asked is not None else None
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        setattr(out, name, type(top)(min(v, top)) if ok else top)
+    return out
+
+
+def reference_digest(req: EvalRequest) -> str:
+    """What a reference worker's state depends on: the reference tree, target and options
+    (without what only concerns the candidate)."""
+    opts = to_dict(req.options)
+    for k in ("aot_arch", "aot_configs", "aot_kernel", "require_triton", "allow_torch_ops", "speedup_flag",
+              "limits"):
+        opts.pop(k, None)
+    blob = json.dumps({"files": req.files, "target": to_dict(req.target), "options": opts}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sweep_stale_roots(tmp: Optional[str] = None) -> int:
+    """Delete the scratch roots of pools whose process is gone (a pool killed with -9)."""
+    tmp = tmp or tempfile.gettempdir()
+    n = 0
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith(POOL_PREFIX):
+            continue
+        try:
+            pid = int(name[len(POOL_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        if not sandbox.alive(pid):
+            _remove_root(os.path.join(tmp, name))
+            n += 1
+    return n
+
+
+def _remove_root(path: str) -> None:
+    try:
+        os.chmod(path, 0o700)  # the root is not listable while workers run (see WorkerPool)
+    except OSError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class WorkerPool:
     def __init__(self, size: int = 2, device: str = "auto", python: Optional[str] = None,
-                 env: Optional[dict] = None, start_timeout: float = 180.0,
-                 max_requests_per_worker: int = 200, isolate_network: bool = True):
+                 env: Optional[dict] = None, start_timeout: float = 180.0, isolate_network: bool = True,
+                 spares: Optional[int] = None, max_limits: Optional[Limits] = None):
         self.size = max(1, size)
         self.device = device
         self.python = python or sys.executable
         self.extra_env = env or {}
         self.start_timeout = start_timeout
-        self.max_requests = max_requests_per_worker
-        self.isolate_network = isolate_network
-        self._idle: list[Worker] = []
-        self._count = 0
+        self.isolate = isolate_network
+        self.target_spares = spares if spares is not None else self.size + 1
+        self.max_limits = max_limits or Limits()
+        sweep_stale_roots()
+        self.root = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
         self._cond = threading.Condition()
-        self._device_lock = RWLock()
+        self._jobs: dict[int, Job] = {}
+        self._numbers = 0
+        self._spares: list[Job] = []
+        self._starting = 0
+        self._refs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._server: Optional[ForkServer] = None
         self._info: Optional[DeviceInfo] = None
         self._closed = False
-        self.replaced = 0  # workers killed and replaced (crash, hang, memory, retire)
+        self._slots = threading.Semaphore(self.size)
+        self.device_lock = RWLock()
+        self.replaced = 0
+        # Workers may not list the root (they run without the capabilities that override file
+        # modes): each reaches only the directories whose random names it is given.
+        os.chmod(self.root, 0o300)
+        self._server_requests: "queue.Queue[Optional[threading.Event]]" = queue.Queue()
+        threading.Thread(target=self._monitor, daemon=True).start()
+        threading.Thread(target=self._server_keeper, daemon=True).start()
 
-    # ---------------------------------------------------------------- workers
+    # ----------------------------------------------------------------- environment
 
     def _env(self) -> dict:
         env = dict(os.environ)
@@ -197,105 +519,174 @@ class WorkerPool:
         env["GEAK_DEVICE"] = self.device
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("TRITON_INTERPRET", None)  # the worker decides, from the device it finds
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        env.pop("TRITON_INTERPRET", None)  # the fork server decides, from the device it finds
         return env
 
-    def _spawn(self) -> Worker:
-        return self._ready(Worker(self.python, self._env(), self.isolate_network))
-
-    def _ready(self, w: Worker) -> Worker:
-        """Wait for a started worker's hello (its device), or kill it and say why not."""
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            try:
-                msg = w.messages.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                w.kill()
-                raise PoolError(f"a worker did not start within {self.start_timeout:.0f} s")
-            if msg is None or msg.get("event") == "fatal":
-                tail = w.log_since(0, 20)
-                w.kill()
-                why = msg.get("message") if msg else "it exited"
-                extra = f" Is torch installed for {self.python}?" if "No module named" in why or not msg else ""
-                raise PoolError(f"a worker could not start: {why}.{extra}\n{tail}".rstrip())
-            if msg.get("event") == "hello":
-                w.device = from_dict(DeviceInfo, msg["device"])
-                try:
-                    w.netns = os.readlink(f"/proc/{w.proc.pid}/ns/net")
-                except OSError:
-                    w.netns = ""
-                with self._cond:
-                    self._info = self._info or w.device
-                return w
-
-    def _acquire(self) -> Worker:
+    def _forget(self, job: Job) -> None:
         with self._cond:
-            while True:
-                if self._closed:
-                    raise PoolError("the runner is shut down")
-                while self._idle:
-                    w = self._idle.pop()
-                    if w.alive():
-                        return w
-                    self._count -= 1
-                if self._count < self.size:
-                    self._count += 1
-                    break
-                self._cond.wait()
-        try:
-            return self._spawn()
-        except BaseException:
+            self._jobs.pop(job.number, None)
+
+    # ----------------------------------------------------------------- workers
+
+    def _server_keeper(self) -> None:
+        """Starts the fork server, always from this one long-lived thread: a launcher that sets
+        the parent-death signal (the daemon's) ties the server's life to the thread that started
+        it, which must not be a short-lived request thread."""
+        while True:
+            done = self._server_requests.get()
+            if done is None:
+                return
             with self._cond:
-                self._count -= 1
-                self._cond.notify()
+                if not self._closed and (self._server is None or not self._server.alive()):
+                    old, self._server = self._server, None
+                    if old is not None:
+                        old.close()
+                    try:
+                        self._server = ForkServer(self)
+                    except OSError as e:
+                        self._server_error = e
+            done.set()
+
+    def _server_ready(self) -> ForkServer:
+        with self._cond:
+            if self._closed:
+                raise PoolError("the runner is shut down")
+            server = self._server
+        if server is None or not server.alive():
+            done = threading.Event()
+            self._server_requests.put(done)
+            done.wait()
+            with self._cond:
+                server = self._server
+            if server is None:
+                raise PoolError(f"could not start the worker fork server: {getattr(self, '_server_error', '')}")
+        server.wait_ready(self.start_timeout)
+        return server
+
+    def _spawn(self) -> Job:
+        """Fork a worker and wait for its hello (its device, its sandbox)."""
+        server = self._server_ready()
+        with self._cond:
+            self._numbers += 1
+            job = Job(self, self._numbers)
+            self._jobs[job.number] = job
+        try:
+            server.spawn(job)
+            deadline = time.monotonic() + self.start_timeout
+            while True:
+                try:
+                    m = job.messages.get(timeout=max(0.05, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise PoolError(f"a worker did not start within {self.start_timeout:.0f} s") from None
+                if m is None or m.get("event") in ("fatal", "_exited"):
+                    tail = job.log_since(0, 20)
+                    why = (m or {}).get("message") or "it exited"
+                    raise PoolError(f"a worker could not start: {why}\n{tail}".rstrip())
+                if m.get("event") == "hello":
+                    job.device = from_dict(DeviceInfo, m["device"])
+                    job.facts = dict(m.get("sandbox") or {})
+                    job.pid = m.get("pid") if isinstance(m.get("pid"), int) else None
+                    pid = job.worker_pid()
+                    job.netns = sandbox.namespace(pid, "net") if pid else ""
+                    with self._cond:
+                        self._info = self._info or job.device
+                    return job
+        except BaseException:
+            job.close()
             raise
 
-    def _release(self, w: Worker, retire: bool):
-        w.served += 1
-        if retire or w.served >= self.max_requests or not w.alive():
-            w.kill()
-            if retire:
-                self.replaced += 1
+    def _fill(self) -> None:
+        """Keep spares ready (in a background thread)."""
+        while True:
             with self._cond:
-                self._count -= 1
-                self._cond.notify()
+                if self._closed or len(self._spares) + self._starting >= self.target_spares:
+                    return
+                self._starting += 1
+            try:
+                job = self._spawn()
+            except PoolError:
+                with self._cond:
+                    self._starting -= 1
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._starting -= 1
+                if self._closed:
+                    job.close()
+                    return
+                self._spares.append(job)
+                self._cond.notify_all()
+
+    def _refill(self) -> None:
+        threading.Thread(target=self._fill, daemon=True).start()
+
+    def _take_spare(self) -> Job:
+        with self._cond:
+            while self._spares:
+                job = self._spares.pop(0)
+                if job.alive():
+                    break
+                job.close()
+            else:
+                job = None
+        self._refill()
+        if job is None:
+            job = self._spawn()
+        return job
+
+    def _take_reference(self, digest: str) -> Job:
+        with self._cond:
+            job = self._refs.pop(digest, None)
+        if job is not None and job.alive():
+            return job
+        if job is not None:
+            job.close()
+        job = self._take_spare()
+        job.digest = digest
+        return job
+
+    def _return_reference(self, job: Job) -> None:
+        if not job.clean or job.uses >= REFERENCE_USES or not job.alive() or job.loaded is None or self._closed:
+            job.close()
             return
         with self._cond:
-            self._idle.append(w)
-            self._cond.notify()
+            old = self._refs.pop(job.digest, None)
+            self._refs[job.digest] = job
+            evict = [old] if old is not None else []
+            while len(self._refs) > self.size:
+                evict.append(self._refs.popitem(last=False)[1])
+        for j in evict:
+            j.close()
 
     def warm(self, n: Optional[int] = None) -> DeviceInfo:
-        """Start workers now (normally they start on first use) and report the device."""
-        # Workers start in parallel, all from this thread: a worker started by the daemon's
-        # launcher dies with the thread that started it (the parent-death signal).
-        want = min(n or 1, self.size)
-        with self._cond:
-            while self._idle and not self._idle[-1].alive():
-                self._idle.pop()
-                self._count -= 1
-            new = max(0, min(want - len(self._idle), self.size - self._count))
-            self._count += new
+        """Start the fork server and spare workers now (normally on first use); the device."""
+        want = min(max(n or 1, 1), self.target_spares)
         started = []
-        try:
-            for _ in range(new):
-                started.append(Worker(self.python, self._env(), self.isolate_network))
-        finally:
-            with self._cond:
-                self._count -= new - len(started)
-        error = None
-        for w in started:
-            try:
-                self._release(self._ready(w), False)
-            except PoolError as e:
-                error = error or e
-                with self._cond:
-                    self._count -= 1
-                    self._cond.notify()
-        if error is not None and self._info is None:
-            raise error
-        if self._info is None:  # every slot is busy starting: wait for one as a request would
-            self._release(self._acquire(), False)
+        with self._cond:
+            need = max(0, want - len(self._spares) - self._starting)
+        threads = [threading.Thread(target=lambda: started.append(self._safe_spawn())) for _ in range(need)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        errors = [s for s in started if isinstance(s, PoolError)]
+        with self._cond:
+            for s in started:
+                if isinstance(s, Job):
+                    self._spares.append(s)
+            self._cond.notify_all()
+        if self._info is None:
+            if errors:
+                raise errors[0]
+            self._spares.append(self._spawn())
         return self._info
+
+    def _safe_spawn(self):
+        try:
+            return self._spawn()
+        except PoolError as e:
+            return e
 
     def device_info(self) -> DeviceInfo:
         return self._info or self.warm(1)
@@ -303,144 +694,57 @@ class WorkerPool:
     def close(self):
         with self._cond:
             self._closed = True
-            idle, self._idle = self._idle, []
+            jobs = list(self._jobs.values())
+            server, self._server = self._server, None
+            self._spares, self._refs = [], collections.OrderedDict()
             self._cond.notify_all()
-        for w in idle:
-            w.send({"op": "exit"})
-            w.kill()
+        for j in jobs:
+            j.close()
+        if server is not None:
+            server.close()
+        self._server_requests.put(None)
+        _remove_root(self.root)
 
-    # ---------------------------------------------------------------- evaluation
+    # ----------------------------------------------------------------- memory watch
+
+    def _monitor(self):
+        while not self._closed:
+            time.sleep(0.25)
+            with self._cond:
+                jobs = [j for j in self._jobs.values() if j.memory_limit_mb and j.keeper and j.killed is None]
+            if not jobs:
+                continue
+            table = sandbox.process_table()
+            for j in jobs:
+                limit, keeper = j.memory_limit_mb, j.keeper
+                if not limit or not keeper:
+                    continue
+                mb = sandbox.memory_mb(sandbox.descendants(keeper, table))
+                if mb > limit:
+                    j.kill("host_oom", f"used {mb:.0f} MB of host memory (limit {limit:.0f} MB, "
+                                       f"counted over all its processes)")
+
+    # ----------------------------------------------------------------- evaluation
 
     def evaluate(self, req: EvalRequest) -> EvalResult:
+        from .session import Session
         t0 = time.monotonic()
-        try:
-            w = self._acquire()
-        except PoolError as e:
-            return EvalResult(status="crashed", correct=False, id=req.id, message=str(e).splitlines()[0],
-                              error=ErrorInfo(kind="runner_unavailable", side="harness", message=str(e),
-                                              hint="check the runner's Python environment and device"))
-        mark = w.log_count
-        held: Optional[str] = None
-        gpu = w.device is not None and w.device.backend != "interpreter"
-        limits = req.options.limits
-        phase, deadline, where = "start", time.monotonic() + 60.0, ""
-        run_deadline = deadline
-        since, spent = time.monotonic(), {}  # seconds per phase, and waiting for the device lock
-
-        def release_lock():
-            nonlocal held
-            if held == "run":
-                self._device_lock.release_read()
-            elif held == "timing":
-                self._device_lock.release_write()
-            held = None
-
-        def fail(status: str, kind: str, message: str, hint: Optional[str] = None) -> EvalResult:
-            release_lock()
-            log = w.log_since(mark)
-            w.kill()
-            self.replaced += 1
-            with self._cond:
-                self._count -= 1
-                self._cond.notify()
-            return EvalResult(status=status, correct=False, id=req.id, message=message, device=w.device,
-                              error=ErrorInfo(kind=kind, side="candidate" if "candidate" in where else
-                                              ("reference" if "reference" in where else "harness"),
-                                              message=message, hint=hint, traceback=log or None),
-                              log=log, duration_s=round(time.monotonic() - t0, 3))
-
-        if not w.send({"op": "eval", "request": to_dict(req)}):
-            return fail("crashed", "worker_died", "the worker went away before the request reached it")
-        try:
-            while True:
-                try:
-                    msg = w.messages.get(timeout=0.2)
-                except queue.Empty:
-                    msg = False
-                now = time.monotonic()
-                if msg is False:
-                    if now > deadline:
-                        limit = {"import": limits.import_s, "run": limits.run_s, "compile": limits.run_s,
-                                 "timing": limits.timing_s}.get(phase, 60.0)
-                        return fail("timeout", "timeout",
-                                    f"timed out after {limit:g} s in the {phase} phase{where}; the worker "
-                                    "was killed and replaced",
-                                    hint="an endless loop or a kernel that never finishes? raise "
-                                         "limits in [tool.geak] if the work is just long")
-                    rss = w.rss_mb()
-                    if rss > limits.memory_mb:
-                        return fail("crashed", "host_oom",
-                                    f"used {rss:.0f} MB of host memory (limit {limits.memory_mb} MB) in "
-                                    f"the {phase} phase{where}; the worker was killed and replaced")
-                    continue
-                if msg is None:  # the worker died
-                    try:
-                        code = w.proc.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        code = None
-                    if code is not None and code < 0:
-                        sig = -code
-                        what = _SIGNALS.get(sig, f"signal {sig}")
-                        kind = "segfault" if sig in (signal.SIGSEGV, signal.SIGBUS) else \
-                            ("host_oom" if sig == signal.SIGKILL else "worker_died")
-                    else:
-                        what, kind = f"exit code {code}", "worker_died"
-                    return fail("crashed", kind, f"the worker died with {what} in the {phase} "
-                                f"phase{where}; it was replaced",
-                                hint="out-of-bounds loads or stores crash the interpreter; check masks"
-                                if kind == "segfault" else None)
-                ev = msg.get("event")
-                if ev == "phase":
-                    release_lock()
-                    now = time.monotonic()
-                    spent[phase] = spent.get(phase, 0.0) + now - since
-                    previous, phase = phase, msg["phase"]
-                    if phase == "compile" or previous == "compile":
-                        # A Triton compile inside the run phase, off the device lock: it counts
-                        # toward the run phase's limit, and the case being run stays named.
-                        deadline = run_deadline
-                    else:
-                        where = ""
-                        limit = {"import": limits.import_s, "run": limits.run_s,
-                                 "timing": limits.timing_s}[phase]
-                        deadline = now + limit
-                        if phase == "run":
-                            run_deadline = deadline
-                    if gpu and phase == "run":
-                        self._device_lock.acquire_read()
-                        held = "run"
-                    elif gpu and phase == "timing":
-                        self._device_lock.acquire_write()
-                        held = "timing"
-                    since = time.monotonic()
-                    if since - now > 0.001:
-                        spent["device_wait"] = spent.get("device_wait", 0.0) + since - now
-                    if phase in ("run", "timing") and not w.send({"grant": True}):
-                        return fail("crashed", "worker_died", "the worker went away")
-                elif ev == "at":
-                    where = f" (running the {msg.get('side')} on case '{msg.get('case')}')"
-                elif ev == "result":
-                    release_lock()
-                    try:
-                        result = from_dict(EvalResult, msg["result"])
-                    except SchemaError as e:
-                        self._release(w, True)
-                        return EvalResult(status="crashed", correct=False, id=req.id,
-                                          message=f"the worker sent a malformed result: {e}")
-                    result.log = w.log_since(mark)
-                    spent[phase] = spent.get(phase, 0.0) + time.monotonic() - since
-                    result.phases = {k: round(v, 3) for k, v in spent.items() if k != "start" and v > 0}
-                    if w.netns and w.netns != _PARENT_NETNS:
-                        result.sandbox["network"] = "isolated (own network namespace)"
-                    else:
-                        result.sandbox["network"] = "not isolated (needs root or user namespaces)"
-                    self._release(w, bool(msg.get("retire")))
-                    return result
-        except BaseException:
-            release_lock()
-            w.kill()
-            with self._cond:
-                self._count -= 1
-                self._cond.notify()
-            raise
-
+        with self._slots:
+            try:
+                ref = self._take_reference(reference_digest(req))
+                cand = self._take_spare()
+            except PoolError as e:
+                return EvalResult(status="crashed", correct=False, id=req.id, message=str(e).splitlines()[0],
+                                  error=ErrorInfo(kind="runner_unavailable", side="harness", message=str(e),
+                                                  hint="check the runner's Python environment and device"))
+            req.options.limits = effective_limits(req.options.limits, self.max_limits)
+            xdir = os.path.join(self.root, "x-" + os.urandom(12).hex())
+            os.mkdir(xdir, 0o700)
+            try:
+                result = Session(self, req, ref, cand, xdir).run()
+            finally:
+                cand.close()
+                self._return_reference(ref)
+                shutil.rmtree(xdir, ignore_errors=True)
+            result.duration_s = round(time.monotonic() - t0, 3)
+            return result

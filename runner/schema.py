@@ -90,6 +90,9 @@ class EvalOptions:
     types of its observed launches, without running them. Reported with ``variant`` = index
     (the tuner screens its configs this way before running any)."""
     aot_kernel: Optional[str] = None
+    unit: str = "auto"
+    """What is compared (runner.units): "symbol" (calls of the target), "tests" (everything the
+    tests of a TritonBench-G / ROCm file reach above its separator), or "auto"."""
     require_triton: Optional[bool] = None
     """Candidate must launch a Triton kernel. None = yes when a candidate is given."""
     limits: Limits = field(default_factory=Limits)
@@ -158,6 +161,8 @@ class CaseResult:
     """Where and how the first mismatch shows (output path, shape, dtype or values)."""
     skipped: Optional[str] = None
     """Reason this case did not run here (e.g. too large for the interpreter)."""
+    excluded: Optional[str] = None
+    """What was left out of the comparison, and why (elements the original never writes)."""
     timing: Optional[CaseTiming] = None
 
 

@@ -236,8 +236,9 @@ def test_concurrent_clients_and_a_worker_crash_mid_batch(daemon, project):
 
 
 def marked(mark: Path, sleep: float = 0.0, block: int = 128) -> str:
-    """A correct candidate that appends its worker's pid to ``mark`` at import and sleeps in the call."""
-    return kernel_variant(block=block, extra=f"import os, time\nopen({str(mark)!r}, 'a').write(str(os.getpid()) + '\\n')",
+    """A correct candidate that appends its worker's pid to ``mark`` at import and sleeps in the call
+    (the pid as this machine sees it: inside its own PID namespace the worker's ``getpid`` differs)."""
+    return kernel_variant(block=block, extra=f"import os, time\nopen({str(mark)!r}, 'a').write(os.readlink('/proc/self') + '\\n')",
                           pre=f"    time.sleep({sleep})")
 
 

@@ -48,17 +48,25 @@ def test_concurrent_evaluations_each_get_their_own_verdict(project, runner):
     assert len({r.id for r in results}) == 6
 
 
-def test_warm_starts_the_workers_and_they_serve(project):
+def test_warm_starts_spare_workers_and_they_serve(project):
     from runner.pool import WorkerPool
-    pool = WorkerPool(size=3, device="interpreter")
+    pool = WorkerPool(size=2, device="interpreter", spares=3)
     try:
         info = pool.warm(3)
         assert info.backend == "interpreter"
-        assert len(pool._idle) == 3 and all(w.alive() for w in pool._idle) and pool._count == 3
+        assert len(pool._spares) == 3 and all(j.alive() for j in pool._spares)
+        started = set(pool._jobs)
         pool.warm(3)  # already warm: nothing more is started
-        assert len(pool._idle) == 3 and pool._count == 3
+        assert set(pool._jobs) == started
         r = project.evaluate(type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})(),
                              "ref.py::add_relu", cases=[0], trials=1)
         assert r.status == "ok" and r.phases.get("run", 0) > 0 and "import" in r.phases, r.phases
+        # The evaluation used two spares: the candidate's is gone, the reference's waits for the
+        # next evaluation of the same reference; spares are topped up again.
+        deadline = time.time() + 60
+        while len(pool._spares) < 3 and time.time() < deadline:
+            time.sleep(0.1)
+        assert len(pool._spares) == 3 and len(pool._refs) == 1
+        assert len(started & set(pool._jobs)) == 2  # one spare left + the reference kept
     finally:
         pool.close()

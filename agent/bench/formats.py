@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runner.units import without_test_calls
+
 FORMATS = ("geak", "tritonbench", "rocm", "kernelbench")
 SEPARATOR = "#" * 146
 _SEP_RE = re.compile(r"^#{146}\s*$", re.M)
@@ -136,27 +138,36 @@ def _launches(node: ast.AST) -> set[str]:
     return out
 
 
-def _wrappers(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-    """Top-level functions (not kernels, not tests) that launch a kernel of this file, directly
-    or through another such function."""
+def _names_used(node: ast.AST) -> set[str]:
+    """Names read inside ``node`` (``X`` in ``X.apply(...)``, ``X(...)``, ``f(...)``)."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _wrappers(tree: ast.Module) -> dict[str, ast.AST]:
+    """Top-level functions and classes (not kernels, not tests) that launch a kernel of this
+    file: directly, through a helper, or through a class (``torch.autograd.Function``,
+    ``nn.Module``, methods) whose code launches one."""
     defs = _defs(tree)
     kernels = {n for n, d in defs.items() if _is_kernel(d)}
-    funcs = {n: d for n, d in defs.items() if isinstance(d, ast.FunctionDef) and n not in kernels
-             and not n.startswith("test")}
-    launching = {n for n, d in funcs.items() if _launches(d) & kernels}
+    units = {n: d for n, d in defs.items() if n not in kernels and not n.startswith("test")}
+    launching = {n for n, d in units.items() if _launches(d) & kernels}
     changed = True
-    while changed:  # a wrapper may call a helper that launches
+    while changed:  # a wrapper may reach a launch through a helper or a class
         changed = False
-        for n, d in funcs.items():
-            if n not in launching and _calls(d) & launching:
+        for n, d in units.items():
+            if n not in launching and (_names_used(d) - {n}) & launching:
                 launching.add(n)
                 changed = True
-    return {n: funcs[n] for n in funcs if n in launching}
+    return {n: units[n] for n in units if n in launching}
 
 
-def _pick_wrapper(wrappers: dict[str, ast.FunctionDef], called: set[str], stem: str, path: str,
-                  what: str) -> str:
-    names = [n for n in wrappers if n in called] or list(wrappers)
+def _pick_wrapper(wrappers: dict[str, ast.AST], called: set[str], stem: str, path: str,
+                  what: str, fallback: Optional[list[str]] = None) -> str:
+    funcs = {n: d for n, d in wrappers.items() if isinstance(d, ast.FunctionDef)}
+    names = [n for n in funcs if n in called] or [n for n in wrappers if n in called] or list(funcs) \
+        or list(wrappers)
+    if not names and fallback:
+        return fallback[0]
     if not names:
         raise FormatError(path, f"no function here launches a Triton kernel {what}",
                           hint="write a Python wrapper that launches the kernel (kernel[grid](...)) "
@@ -218,23 +229,15 @@ def _adapt_tritonbench(text: str, path: str, stem: str, symbol: Optional[str]) -
     if not tests:
         raise FormatError(path, "no test_*() function below the separator", sep_line,
                           hint="TritonBench-G tests are test_*() functions that call the wrapper")
-    called = set().union(*(_calls(t) for t in tests))
-    sym = symbol or _pick_wrapper(_wrappers(top), called, stem, path, "above the separator")
-    # Module-level statements below the line that run the tests at import
-    # (``result_gold = test_xxx()``) are dropped: the runner calls the tests itself.
-    test_names = {t.name for t in tests}
-    lines = below.splitlines(keepends=True)
-    drop: list[tuple[int, int]] = []
-    for n in bottom_tree.body:
-        if isinstance(n, (ast.Assign, ast.Expr, ast.AnnAssign)) and _calls(n) & test_names:
-            drop.append((n.lineno, n.end_lineno))
-    notes = []
-    for a, b in reversed(drop):
-        del lines[a - 1:b]
-    if drop:
-        notes.append(f"{len(drop)} module-level test call(s) below the separator left out "
-                     "(the runner calls the tests)")
-    new_text = above + SEPARATOR + "\n" + "".join(lines)
+    called = set().union(*(_calls(t) | _names_used(t) for t in tests))
+    top_defs = [n for n in _defs(top) if n in called]
+    # The runner compares everything the tests reach above the separator; the symbol names the
+    # entry point (a wrapper when one is found) for reports and the tuner.
+    sym = symbol or _pick_wrapper(_wrappers(top), called, stem, path, "above the separator",
+                                  fallback=top_defs + [t.name for t in tests])
+    new_text = without_test_calls(text)
+    notes = ["module-level test calls below the separator left out (the runner calls the tests)"] \
+        if new_text != text else []
     return Adapted("tritonbench", sym, new_text, notes=notes)
 
 

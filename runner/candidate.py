@@ -1,0 +1,333 @@
+"""The candidate's worker: runs the candidate, reports what it saw, times (inside the worker).
+
+This process imports candidate code, so everything it says is a claim: its outputs go to the
+reference's worker to be judged, and the pool decides the verdict (``runner.verdict``). What it
+observes (Triton launches, PyTorch compute, streams, threads, replaced library functions, calls
+into the reference) can only make a verdict worse. Per op (``runner.channel``):
+
+* ``load``: import the reference tree (to time it) and the candidate tree, with tripwires where
+  a candidate could reach the reference symbol; check the signature; static suspicion flags;
+* ``candidate`` (case, trial): run the candidate on the inputs the reference's worker wrote (or
+  run the test, unit ``tests``), observed, and write its record for the judge;
+* ``observe``: what the candidate did over all its calls;
+* ``aot``: ahead-of-time compile reports of its launches (and of ``aot_configs``);
+* ``time`` (case): reference and candidate interleaved on the same inputs (``runner.timing``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from . import channel
+from .errors import Failure
+from .exchange import PATTERN_A, clone_layout, load, save
+from .inputs import Call, unit_tests
+from .side import Side, clone_call
+from .units import separator_line
+
+
+class CandidateSide(Side):
+    role = "candidate"
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.tripwires: list = []
+        self.trip_counter = [0]
+        self.ops = self.guards.OpRecorder(self.launches)
+        self.models: dict[str, Any] = {}
+        self.ref_threads: set = set()
+
+    def handle(self, op: str, msg: dict) -> dict:
+        case, trial = int(msg.get("case", 0)), int(msg.get("trial", 0))
+        if op == "load":
+            return self.load()
+        if op == "candidate":
+            return self.run(case, trial)
+        if op == "observe":
+            return self.observe()
+        if op == "aot":
+            return {"resources": self.aot_reports(self.opts.aot_arch or "")}
+        if op == "time":
+            return self.time(case)
+        raise RuntimeError(f"unknown op '{op}'")
+
+    # ----------------------------------------------------------------- load
+
+    def load(self) -> dict:
+        from .schema import to_dict
+        from .source import static_flags
+        req, ct = self.req, self.cand_target
+        channel.at("reference", "import")
+        self.ref_module = self.import_side("reference", req.target.path)
+        self.ref_obj = self.resolve(self.ref_module, req.target.symbol, "reference", req.target.path)
+        self.threads_before = self.guards.live_threads()
+        self.integrity = self.guards.IntegritySnapshot()
+        channel.at("candidate", "import")
+        self.cand_module = self.import_side("candidate", ct.path, before=self.arm_tripwires)
+        self.cand_obj = self.resolve(self.cand_module, ct.symbol, "candidate", ct.path)
+        if not self.self_check and ct.symbol != req.target.symbol and self.unit == "symbol":
+            self._arm(self.cand_module, req.target.symbol)
+        flags = []
+        if self.unit == "tests":
+            text = {**req.files, **req.candidate_files}.get(ct.path, "")
+            self.tests, _ = unit_tests(self.cand_module, separator_line(text) or 0)
+        elif not self.self_check:
+            self.check_signatures()
+        if not self.self_check:
+            text = {**req.files, **req.candidate_files}.get(ct.path, "")
+            flags = [to_dict(f) for f in static_flags(text, ct.path, ct.symbol, req.target.symbol)]
+        return {"flags": flags, "tampered": self.integrity.changed()}
+
+    def arm_tripwires(self, root: Path) -> None:
+        """The candidate's tree has its own copy of the target file; a candidate that imports it
+        gets a tripwire in place of the reference symbol."""
+        req = self.req
+        if self.self_check or self.unit == "tests" or self.cand_target.path == req.target.path:
+            return
+        if req.target.path in req.files:
+            import importlib
+            name, _ = self.trees.module_name(root, req.target.path)
+            try:
+                with self.trees.device_ctx():
+                    copy = importlib.import_module(name)
+            except BaseException:
+                return
+            self._arm(copy, req.target.symbol)
+
+    def _arm(self, module, symbol: str) -> None:
+        real = getattr(module, symbol, None)
+        if real is None or isinstance(real, self.guards.Tripwire):
+            return
+        if isinstance(real, type):
+            self.guards.trip_class(real, self.trip_counter)
+            return
+        if callable(real):
+            tw = self.guards.Tripwire(real, symbol)
+            setattr(module, symbol, tw)
+            self.tripwires.append(tw)
+
+    def check_signatures(self) -> None:
+        import inspect
+
+        def sig(o):
+            try:
+                target = o.forward if self.is_module_class(o) else self.callable_of(o)
+                params = list(inspect.signature(target).parameters.values())
+                if self.is_module_class(o):
+                    params = params[1:]
+                return [(p.name, p.kind) for p in params]
+            except (TypeError, ValueError):
+                return None
+
+        rs, cs = sig(self.ref_obj), sig(self.cand_obj)
+        if rs is None or cs is None:
+            return
+        if [k for _, k in rs] != [k for _, k in cs] or len(rs) != len(cs):
+            def fmt(s):
+                return "(" + ", ".join(n for n, _ in s) + ")"
+            raise Failure("rejected", "signature_mismatch", "candidate",
+                          f"{self.cand_target}: takes {fmt(cs)}, the reference {self.req.target.symbol} "
+                          f"takes {fmt(rs)}",
+                          hint="the candidate must accept the same arguments as the code it replaces",
+                          file=self.cand_target.path)
+
+    # ----------------------------------------------------------------- what runs
+
+    def function(self, side: str):
+        obj = self.ref_obj if side == "reference" else self.cand_obj
+        if self.is_module_class(obj):
+            if side not in self.models:
+                init = getattr(self, "init", None)
+                if init is None:
+                    from .inputs import discover
+                    with self.trees.device_ctx():
+                        found = discover(self.ref_module, self.req.target.symbol, True)
+                    self.init = init = found.init
+                ref = self.function("reference") if side == "candidate" else None
+                self.models[side] = self.build_model(obj, init, self.opts.seed, ref)
+                if side == "candidate" and not self.self_check:
+                    for klass in type(self.models[side]).__mro__[1:]:
+                        if klass.__name__ == self.req.target.symbol:
+                            self.guards.trip_class(klass, self.trip_counter)
+            return self.models[side]
+        return self.callable_of(obj)
+
+    def run(self, case: int, trial: int) -> dict:
+        seed = self.opts.seed + 1000 * case + (trial if trial >= 0 else 997)
+        before = self.guards.live_threads()
+        stream = None if self.interp else self.torch.cuda.current_stream().cuda_stream
+        self.launches.side, self.launches.expected_stream = "candidate", stream
+        self.ops.expected_stream = stream
+        n0 = len(self.launches.launches["candidate"])
+        try:
+            if self.unit == "tests":
+                test = self.tests[case]
+                channel.at("candidate", test.label)
+                try:
+                    rec, _ = self.record_test(self.cand_module, self.cand_target.path, test, seed, PATTERN_A,
+                                              self.ops)
+                except Failure:
+                    raise
+                except BaseException as e:
+                    f = self.failure(e, "candidate", test.label)
+                    if f.retire or f.kind != "runtime_error":
+                        raise f from None
+                    rec = {"return": None, "calls": [], "raised": type(e).__name__, "message": f.message}
+            else:
+                d = load(str(self.xdir / f"in-{case}-{trial}.pt"), None if self.interp else "cuda")
+                call = Call(tuple(d["args"]), dict(d["kwargs"]))
+                fn = self.function("candidate")
+                channel.at("candidate", f"case {case}")
+                try:
+                    rec = self.record_call(fn, call, seed, PATTERN_A, self.ops)
+                except Failure:
+                    raise
+                except BaseException as e:
+                    raise self.failure(e, "candidate", f"{self.cand_target.symbol} on case {case}") from None
+        finally:
+            self.launches.side = self.launches.expected_stream = self.ops.expected_stream = None
+            self.note_threads(before)
+        save(str(self.xdir / f"out-{case}-{trial}.pt"), rec)
+        return {"launches": sorted({x.kernel for x in self.launches.launches["candidate"][n0:]})}
+
+    def note_threads(self, before: set) -> None:
+        self.new_threads = getattr(self, "new_threads", set()) | (self.guards.live_threads() - before)
+
+    # ----------------------------------------------------------------- observations
+
+    def observe(self) -> dict:
+        launches = self.launches.launches["candidate"]
+        left = self.guards.live_threads() - self.threads_before
+        return {
+            "launches": sorted({x.kernel for x in launches}),
+            "side_stream": any(x.side_stream for x in launches) or bool(self.ops.side_stream_ops),
+            "ops": self.ops.compute_counts(),
+            "reference_calls": sum(t.calls for t in self.tripwires) + self.trip_counter[0],
+            "tampered": self.integrity.changed() + ([] if self.launches.intact() else ["triton JITFunction.run"]),
+            "threads_left": len(left),
+        }
+
+    def aot_reports(self, arch: str) -> list:
+        from .aot import ARCHS, _jsonable, compile_for, compile_in_subprocess, with_config
+        from .schema import KernelResources, to_dict
+        if arch == "device":
+            arch = self.device.arch or ""
+        if arch not in ARCHS:
+            return []
+        launched = [(name, raw_fn, sig) for (side, name), (raw_fn, sigs) in self.launches.signatures.items()
+                    if side == "candidate" for sig in sigs.values()]
+        # (kernel, function, signature, variant): the launches seen, then the configs to screen
+        # (each with the argument types of every observed launch of that kernel).
+        found = [(name, raw_fn, sig, None) for name, raw_fn, sig in launched]
+        seen = set()
+        for i, config in enumerate(self.opts.aot_configs if self.opts.aot_kernel else []):
+            for name, raw_fn, sig in launched:
+                if name == self.opts.aot_kernel:
+                    v = with_config(sig, config)
+                    if (i, v.key()) not in seen:
+                        seen.add((i, v.key()))
+                        found.append((name, raw_fn, v, i))
+        channel.phase("compile")  # CPU work: off the device lock
+        try:
+            if not self.interp:
+                out = []
+                for name, raw_fn, sig, variant in found:
+                    r = compile_for(raw_fn, name, sig, arch)
+                    r.variant = variant
+                    out.append(r)
+                return [to_dict(r) for r in out]
+            # Under the interpreter, compile in a child process (see runner.aot); it imports the
+            # kernel's module from the candidate tree.
+            root = self.trees.roots["candidate"]
+            jobs, paths, out = [], [str(root)], []
+            for name, raw_fn, sig, variant in found:
+                file = getattr(getattr(raw_fn, "__code__", None), "co_filename", "")
+                try:
+                    rel = Path(file).resolve().relative_to(root.resolve()).as_posix()
+                except ValueError:
+                    continue  # a kernel from an installed package, not the candidate's
+                if not all(_jsonable(v) for _, v in sig.constexprs):
+                    out.append(KernelResources(kernel=name, arch=arch, num_warps=0, num_stages=0, fits=False,
+                                               error="a constexpr value cannot be passed to the compiler process",
+                                               variant=variant))
+                    continue
+                module, mpaths = self.trees.module_name(root, rel)
+                paths += [p for p in mpaths if p not in paths]
+                jobs.append({"module": module, "kernel": name, "signature": sig.signature,
+                             "constexprs": sig.constexprs, "divisible": sig.divisible,
+                             "options": sig.options, "specialized": sig.specialized, "arch": arch,
+                             "variant": variant})
+            return [to_dict(r) for r in out + (compile_in_subprocess(jobs, paths) if jobs else [])]
+        finally:
+            channel.phase("run")
+
+    # ----------------------------------------------------------------- timing (GPU)
+
+    def time(self, case: int) -> dict:
+        data = load(str(self.xdir / f"time-{case}.pt"), "cuda")
+        pairs, calls = [], []
+        if self.unit == "tests":
+            for c in data:
+                ref_fn, cand_fn = getattr(self.ref_module, c["fn"], None), getattr(self.cand_module, c["fn"], None)
+                if ref_fn is None or cand_fn is None:
+                    continue
+                calls.append(Call(tuple(c["args"]), dict(c["kwargs"])))
+                pairs.append(self._pair(ref_fn, cand_fn, calls[-1]))
+        else:
+            calls.append(Call(tuple(data["args"]), dict(data["kwargs"])))
+            pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0]))
+        if not pairs:
+            return {"timing": None}
+        try:
+            t = self.time_pairs(pairs, self.opts.rep_ms, self.opts.min_reps)
+        except BaseException as e:
+            raise self.failure(e, "candidate", f"timing case {case}") from None
+        t.update(self.work(calls))
+        return {"timing": t}
+
+    def _pair(self, ref_fn, cand_fn, call: Call):
+        ref_in, cand_in = clone_call(call), clone_call(call)
+        return (lambda: ref_fn(*ref_in.args, **ref_in.kwargs),
+                lambda: cand_fn(*cand_in.args, **cand_in.kwargs))
+
+    def work(self, calls: list[Call]) -> dict:
+        """Bytes one call must move (inputs and outputs, or the file's ``get_bytes``) and its
+        floating-point operations (``get_flops``), summed over the timed calls."""
+        from .compare import nbytes
+        moved, flops, notes = 0, None, []
+        bytes_fn = getattr(self.ref_module, "get_bytes", None) if self.unit == "symbol" else None
+        flops_fn = getattr(self.ref_module, "get_flops", None) if self.unit == "symbol" else None
+        fn = self.function("reference") if self.unit == "symbol" else None
+        for call in calls:
+            n = nbytes((call.args, call.kwargs))
+            if fn is not None:
+                fresh = clone_call(call)
+                with self.torch.no_grad():
+                    out = fn(*fresh.args, **fresh.kwargs)
+                n += nbytes(out)
+            if callable(bytes_fn):
+                try:
+                    n = int(bytes_fn(*call.args, **call.kwargs))
+                except Exception as e:
+                    notes.append(f"get_bytes failed ({type(e).__name__}: {str(e)[:120]}); bytes counted as "
+                                 "inputs + outputs")
+            moved += n
+            if callable(flops_fn):
+                try:
+                    flops = (flops or 0.0) + float(flops_fn(*call.args, **call.kwargs))
+                except Exception:
+                    pass
+        dtype = "float32"
+        ts = [t for t in _tensors(calls) if t.is_floating_point()]
+        if ts:
+            dtype = str(ts[0].dtype).replace("torch.", "")
+        return {"bytes_moved": moved, "flops": flops if flops is None or math.isfinite(flops) else None,
+                "dtype": dtype, "notes_work": notes}
+
+
+def _tensors(calls: list[Call]):
+    from .compare import tensors
+    for c in calls:
+        yield from tensors((c.args, c.kwargs))

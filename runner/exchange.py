@@ -1,0 +1,397 @@
+"""What crosses between the reference's and the candidate's processes, and how it is made safe.
+
+Inside the worker (needs torch).
+
+* ``save`` / ``load``: structures of tensors and plain values in files of the evaluation's
+  exchange directory. Loading uses ``torch.load(weights_only=True)``, which builds tensors and
+  plain containers only and never runs code, so a file written by candidate code cannot do
+  anything in the process that judges it. Inputs keep their exact layout (strides, storage
+  offsets, views of one storage stay views of one storage).
+* ``to_plain``: outputs as plain structures (tensors, tuples, lists, dicts, numbers, strings,
+  ``None``); anything else becomes a tagged description, on both sides alike.
+* ``clone_layout``: a deep copy that keeps every tensor's layout and the sharing between them.
+* ``Allocations``: a ``TorchDispatchMode`` that fills every uninitialised allocation
+  (``torch.empty`` and friends) with a byte pattern, so that an output element nothing wrote is
+  the pattern, never a stale value. Run the reference under two patterns and the elements that
+  hold each pattern are the ones it leaves unwritten (``unwritten``): they are no part of the
+  answer and are left out of the comparison (``leave_out``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+PATTERN_A = 0xFF  # NaN for every float type, -1 for signed integers
+PATTERN_B = 0x7F  # a different value of every type
+
+_EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+              "empty_permuted"}
+
+
+# --------------------------------------------------------------------------- structures
+
+
+def to_plain(obj: Any, clone: bool = True) -> Any:
+    """Outputs as plain data. Tensors are detached (and copied, so that later writes by the
+    code under test cannot change what was recorded)."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        return t.clone() if clone else t
+    if isinstance(obj, tuple):
+        return tuple(to_plain(o, clone) for o in obj)
+    if isinstance(obj, list):
+        return [to_plain(o, clone) for o in obj]
+    if isinstance(obj, dict):
+        return {(k if isinstance(k, (str, int)) else repr(k)): to_plain(v, clone) for k, v in obj.items()}
+    if obj is None or isinstance(obj, (bool, int, float, str, complex, bytes)):
+        return obj
+    if isinstance(obj, (torch.dtype, torch.device)):
+        return str(obj)
+    try:
+        import numpy as np
+        if isinstance(obj, np.ndarray):
+            return torch.from_numpy(obj.copy())
+        if isinstance(obj, np.generic):
+            return obj.item()
+    except ImportError:
+        pass
+    text = repr(obj)
+    return {"<object>": f"{type(obj).__module__}.{type(obj).__qualname__}",
+            "repr": text if len(text) <= 200 else text[:197] + "..."}
+
+
+def clone_layout(obj: Any, memo: Optional[dict] = None) -> Any:
+    """Deep copy with every tensor's size, strides and storage offset kept, and tensors that
+    share a storage still sharing one copy of it. ``requires_grad`` is kept on floating
+    tensors (as fresh leaves)."""
+    memo = {} if memo is None else memo
+    if isinstance(obj, torch.Tensor):
+        src = obj.detach()
+        try:
+            storage = src.untyped_storage()
+            key = (storage.data_ptr(), storage.nbytes(), src.device)
+        except Exception:
+            key = None
+        if key is None or src.layout != torch.strided:
+            out = src.clone()
+        else:
+            if key not in memo:
+                memo[key] = storage.clone()
+            out = torch.empty((0,), dtype=src.dtype, device=src.device)
+            out.set_(memo[key], src.storage_offset(), src.size(), src.stride())
+        if obj.requires_grad and (out.is_floating_point() or out.is_complex()):
+            out.requires_grad_(True)
+        return out
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(clone_layout(o, memo) for o in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone_layout(o, memo) for o in obj)
+    if isinstance(obj, dict):
+        return {k: clone_layout(v, memo) for k, v in obj.items()}
+    return obj
+
+
+def leaves(obj: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, tensor) for every tensor in a structure, in a fixed order."""
+    if isinstance(obj, torch.Tensor):
+        return [(path, obj)]
+    out: list[tuple[str, Any]] = []
+    if isinstance(obj, (list, tuple)):
+        for i, o in enumerate(obj):
+            out += leaves(o, f"{path}[{i}]")
+    elif isinstance(obj, dict):
+        for k in obj:
+            out += leaves(obj[k], f"{path}[{k!r}]")
+    return out
+
+
+# --------------------------------------------------------------------------- files
+
+
+def save(path: str, obj: Any) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class ExchangeError(Exception):
+    pass
+
+
+def load(path: str, device: Optional[str] = None) -> Any:
+    """Tensors and plain data only (``weights_only``): nothing in the file can run code."""
+    if not os.path.exists(path):
+        raise ExchangeError(f"{os.path.basename(path)} was not written")
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:
+        raise ExchangeError(f"{os.path.basename(path)} holds something other than tensors and plain "
+                            f"values ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
+
+
+# --------------------------------------------------------------------------- uninitialised memory
+
+
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> Optional[torch.Tensor]:
+    """The tensor's elements as integers of the same width (a view), or None."""
+    size = t.element_size()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+        size //= 2
+    dtype = _INT_OF_SIZE.get(size)
+    if dtype is None:
+        return None
+    try:
+        return t.view(dtype)
+    except RuntimeError:
+        return t.contiguous().view(dtype)
+
+
+def _pattern_value(t: torch.Tensor, byte: int) -> int:
+    size = t.element_size() // (2 if t.is_complex() else 1)
+    value = int.from_bytes(bytes([byte]) * size, "little", signed=size > 1)
+    return value
+
+
+def holds_pattern(t: torch.Tensor, byte: int) -> Optional[torch.Tensor]:
+    """Bool mask of elements whose bits are exactly the pattern (None: not checkable)."""
+    if t.layout != torch.strided or t.numel() == 0:
+        return None
+    b = _bits(t)
+    if b is None:
+        return None
+    m = b == _pattern_value(t, byte)
+    if t.is_complex():
+        m = m.all(dim=-1)
+    return m
+
+
+class TooLarge(Exception):
+    """The code built a tensor larger than the CPU interpreter's limit."""
+
+
+# --------------------------------------------------------------------------- guard bands
+
+CANARY = 0xA5
+PAD_BYTES = 16384
+"""Bytes of canary before and after every tensor the code allocates and every input storage:
+a store one element, or one block, past either end lands in them."""
+
+_LIKE_FACTORIES = {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
+                   "new_zeros", "new_ones", "new_full", "scalar_tensor"}
+
+
+def _u8(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a tensor's whole storage."""
+    return torch.empty((0,), dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def _extent(size, stride) -> int:
+    if any(s == 0 for s in size):
+        return 0
+    return 1 + sum((s - 1) * abs(st) for s, st in zip(size, stride))
+
+
+class Guarded:
+    """One allocation between guard bands: (whole storage as bytes, first and last byte of the
+    tensor's region, a description)."""
+
+    def __init__(self, u8: torch.Tensor, lo: int, hi: int, what: str):
+        self.u8, self.lo, self.hi, self.what = u8, lo, hi, what
+
+    def breach(self) -> Optional[str]:
+        before = int((self.u8[:self.lo] != CANARY).sum()) if self.lo else 0
+        after = int((self.u8[self.hi:] != CANARY).sum()) if self.hi < self.u8.numel() else 0
+        if not before and not after:
+            return None
+        where = " and ".join(x for x in (f"{after:,} byte(s) past its end" if after else "",
+                                         f"{before:,} byte(s) before its start" if before else "") if x)
+        return f"{self.what}: {where} written"
+
+
+def guarded_empty(like: torch.Tensor, fill_byte: Optional[int]) -> tuple[torch.Tensor, Guarded]:
+    """A tensor with ``like``'s size, strides, dtype and device, inside guard bands; its elements
+    hold ``fill_byte`` (or ``like``'s values when None)."""
+    size, stride, item = tuple(like.size()), tuple(like.stride()), like.element_size()
+    n = _extent(size, stride)
+    pad = PAD_BYTES // item
+    big = torch.empty((n + 2 * pad,), dtype=like.dtype, device=like.device)
+    u8 = _u8(big)
+    u8.fill_(CANARY)
+    lo, hi = pad * item, (pad + n) * item
+    out = big.as_strided(size, stride, pad)
+    if fill_byte is not None:
+        u8[lo:hi].fill_(fill_byte)
+    else:
+        out.copy_(like)
+    what = f"a {str(like.dtype).replace('torch.', '')}[{', '.join(map(str, size))}] tensor it allocated"
+    return out, Guarded(u8, lo, hi, what)
+
+
+def guard_inputs(obj: Any) -> Any:
+    """The same structure with every tensor's storage moved between guard bands (views of one
+    storage stay views of one storage; sizes, strides and values are unchanged)."""
+    memo: dict = {}
+
+    def home(t: torch.Tensor) -> torch.Tensor:
+        src = t.detach()
+        if src.layout != torch.strided:
+            return t
+        st = src.untyped_storage()
+        key = (st.data_ptr(), st.nbytes(), str(src.device))
+        if key not in memo:
+            nb = st.nbytes()
+            u8 = torch.empty((nb + 2 * PAD_BYTES,), dtype=torch.uint8, device=src.device)
+            u8.fill_(CANARY)
+            u8[PAD_BYTES:PAD_BYTES + nb].copy_(_u8(src))
+            memo[key] = u8
+        u8 = memo[key]
+        out = torch.empty((0,), dtype=src.dtype, device=src.device)
+        out.set_(u8.untyped_storage(), src.storage_offset() + PAD_BYTES // src.element_size(), src.size(),
+                 src.stride())
+        if t.requires_grad and (out.is_floating_point() or out.is_complex()):
+            out.requires_grad_(True)
+        return out
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            return home(o)
+        if isinstance(o, tuple) and hasattr(o, "_fields"):
+            return type(o)(*(walk(x) for x in o))
+        if isinstance(o, (list, tuple)):
+            return type(o)(walk(x) for x in o)
+        if isinstance(o, dict):
+            return {k: walk(v) for k, v in o.items()}
+        return o
+
+    return walk(obj)
+
+
+def input_breaches(obj: Any) -> list[str]:
+    """Guard bands of input storages (``guard_inputs``) that something wrote into."""
+    out, seen = [], set()
+    for path, t in leaves(obj):
+        if t.layout != torch.strided:
+            continue
+        u8 = _u8(t.detach())
+        key = u8.untyped_storage().data_ptr()
+        if key in seen or u8.numel() < 2 * PAD_BYTES:
+            continue
+        seen.add(key)
+        g = Guarded(u8, PAD_BYTES, u8.numel() - PAD_BYTES, f"input{path}")
+        b = g.breach()
+        if b:
+            out.append(b)
+    return out
+
+
+class Allocations(TorchDispatchMode):
+    """Every tensor the code under test allocates (``torch.empty`` and friends, factories such as
+    ``torch.randn`` and ``torch.zeros``) is placed between guard bands; uninitialised ones are
+    filled with a byte pattern, so that an element nothing wrote is the pattern, never a stale
+    value. ``breaches()`` lists allocations whose guard bands were written. Allocations made
+    inside a Triton launch (the CPU interpreter's own) are left alone. With ``max_elements``, a
+    tensor larger than that stops the code (``TooLarge``): the CPU interpreter would take hours."""
+
+    def __init__(self, byte: int, launches=None, max_elements: Optional[int] = None, guard: bool = True):
+        super().__init__()
+        self.byte = byte
+        self.launches = launches
+        self.max_elements = max_elements
+        self.guard = guard
+        self.guarded: list[Guarded] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.launches is not None and self.launches.depth:
+            return out
+        if not isinstance(out, torch.Tensor):
+            return out
+        if self.max_elements is not None and out.numel() > self.max_elements:
+            raise TooLarge(f"builds a tensor of {out.numel():,} elements ({tuple(out.shape)}): too "
+                           f"large for the CPU interpreter (limit {self.max_elements:,})")
+        packet = getattr(func, "_overloadpacket", None)
+        name = getattr(packet, "__name__", "")
+        empty = name in _EMPTY_OPS
+        factory = empty or name in _LIKE_FACTORIES or not any(
+            isinstance(a, torch.Tensor) for a in list(args) + list((kwargs or {}).values()))
+        if not factory or out.layout != torch.strided:
+            return out
+        with torch.no_grad():
+            if self.guard and out.numel() > 0:
+                new, g = guarded_empty(out, self.byte if empty else None)
+                self.guarded.append(g)
+                return new
+            if empty:
+                try:
+                    out.untyped_storage().fill_(self.byte)
+                except Exception:
+                    pass
+        return out
+
+    def breaches(self) -> list[str]:
+        return [b for b in (g.breach() for g in self.guarded) if b]
+
+
+def unwritten(run_a: Any, run_b: Any) -> dict[str, torch.Tensor]:
+    """Per tensor path: the elements that hold pattern A in run A and pattern B in run B (the
+    same code on the same inputs): nothing wrote them. Paths without such elements are absent."""
+    out = {}
+    b_leaves = dict(leaves(run_b))
+    for path, a in leaves(run_a):
+        b = b_leaves.get(path)
+        if b is None or b.shape != a.shape or b.dtype != a.dtype:
+            continue
+        ma, mb = holds_pattern(a, PATTERN_A), holds_pattern(b, PATTERN_B)
+        if ma is None or mb is None:
+            continue
+        m = ma & mb.to(ma.device)
+        if bool(m.any()):
+            out[path] = m
+    return out
+
+
+def any_pattern(obj: Any, byte: int = PATTERN_A) -> bool:
+    """Whether any tensor element in ``obj`` holds the pattern (only then can part of it be
+    unwritten)."""
+    for _, t in leaves(obj):
+        m = holds_pattern(t, byte)
+        if m is not None and bool(m.any()):
+            return True
+    return False
+
+
+def leave_out(expected: Any, actual: Any, masks: dict[str, torch.Tensor], label: str = "output") -> list[str]:
+    """Set the masked elements of both structures to zero (in place; both are the judge's own
+    copies), where the tensors are comparable. Returns a description per path."""
+    notes = []
+    if not masks:
+        return notes
+    act = dict(leaves(actual))
+    for path, e in leaves(expected):
+        m = masks.get(path)
+        if m is None:
+            continue
+        a = act.get(path)
+        n = int(m.sum())
+        notes.append(f"{label}{path}: {n:,} of {e.numel():,} element(s) left out (the original leaves "
+                     "them unwritten)")
+        with torch.no_grad():
+            _zero(e, m)
+            if isinstance(a, torch.Tensor) and a.shape == e.shape and a.dtype == e.dtype:
+                _zero(a, m.to(a.device))
+    return notes
+
+
+def _zero(t: torch.Tensor, mask: torch.Tensor) -> None:
+    if t.is_complex():
+        torch.view_as_real(t)[mask] = 0
+    else:
+        t[mask] = 0

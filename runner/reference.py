@@ -1,0 +1,384 @@
+"""The reference's worker: the user's code, the inputs, and the judgment (inside the worker).
+
+It imports only the reference tree; no candidate code ever runs in this process, so its
+judgment cannot be changed by a candidate. Per op (``runner.channel``):
+
+* ``load``: import the target, find the input cases (``runner.inputs``), say which run here;
+* ``reference`` (case, trial): build the trial's inputs under its own seed, write them to the
+  exchange directory for the candidate (layout kept), run the reference on its own copy, and
+  keep the record. Where the reference's outputs hold the allocation pattern, run it again
+  under a second pattern: elements that hold each pattern were never written, and are left out
+  of the comparison (and said so);
+* ``judge`` (case, trial): load what the candidate's worker wrote (tensors and plain values
+  only) and compare it with the kept record: outputs, the inputs' state after the call (the
+  candidate must update in place exactly what the reference updates), gradients; for a test,
+  what it returned and every call it made into the code;
+* ``time_inputs`` (case): write the inputs to time on; ``time_alone`` (case): time the
+  reference by itself, a figure the candidate's process cannot touch (the pool checks the
+  reference's time beside the candidate against it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import channel
+from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
+from .errors import Failure
+from .exchange import (PATTERN_A, PATTERN_B, TooLarge, any_pattern, clone_layout, guard_inputs, leave_out,
+                       load, save, unwritten)
+from .inputs import Call, InputError, discover, unit_tests
+from .side import Side, clone_call
+from .units import separator_line
+
+
+class ReferenceSide(Side):
+    role = "reference"
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.expected: dict[tuple[int, int], tuple[dict, dict, Optional[Call]]] = {}
+        self.timed_calls: dict[int, list] = {}
+        self.model = None
+        self.bf16_upcast = False
+        self.ops = self.guards.OpRecorder(self.launches)
+
+    def handle(self, op: str, msg: dict) -> dict:
+        if op == "load":
+            return self.load()
+        if op == "attach":  # the next evaluation of the same reference
+            from pathlib import Path
+            self.xdir = Path(msg["exchange"])
+            self.expected.clear()
+            self.ops.ops.clear()
+            self.launches.reset()
+            return {}
+        case, trial = int(msg.get("case", 0)), int(msg.get("trial", 0))
+        if op == "reference":
+            return self.run(case, trial)
+        if op == "judge":
+            return self.judge(case, trial)
+        if op == "time_inputs":
+            return self.time_inputs(case)
+        if op == "time_alone":
+            return self.time_alone(case)
+        raise RuntimeError(f"unknown op '{op}'")
+
+    # ----------------------------------------------------------------- load
+
+    def load(self) -> dict:
+        req = self.req
+        channel.at("reference", "import")
+        self.module = self.import_side("reference", req.target.path)
+        self.obj = self.resolve(self.module, req.target.symbol, "reference", req.target.path)
+        if self.unit == "tests":
+            return self.load_tests()
+        try:
+            with self.trees.device_ctx():
+                found = discover(self.module, req.target.symbol, self.is_module_class(self.obj))
+        except InputError as e:
+            raise Failure("compile_error", "no_inputs" if "no inputs" in str(e) else "bad_inputs", "reference",
+                          f"{req.target.path}: {e}", hint=e.hint, file=req.target.path) from None
+        except BaseException as e:
+            f = self.failure(e, "reference", f"{req.target.path}: finding inputs")
+            f.kind = "bad_inputs"
+            raise f from None
+        self.found = found
+        cases = [self.describe_case(i) for i in self.selected(len(found.cases))]
+        if not any(c["skipped"] is None for c in cases) and self.interp and \
+                any("bfloat16" in (c["skipped"] or "") for c in cases):
+            # Nothing else to check: upcast bf16 to float32 rather than check nothing.
+            self.bf16_upcast = True
+            for c in cases:
+                if "bfloat16" in (c["skipped"] or ""):
+                    c["skipped"], c["detail"] = None, "bfloat16 inputs upcast to float32 (interpreter)"
+        return {"cases": cases, "convention": found.convention, "notes": list(found.notes)}
+
+    def load_tests(self) -> dict:
+        path = self.req.target.path
+        sep = separator_line(self.req.files.get(path, "")) or 0
+        self.tests, notes = unit_tests(self.module, sep)
+        if not self.tests:
+            raise Failure("compile_error", "no_inputs", "reference",
+                          f"{path}: no test_*() function below the separator to run",
+                          hint="the tests below the line of 146 '#' call the code above it", file=path)
+        cases = [{"index": i, "label": t.label, "shapes": "", "skipped": None, "detail": None}
+                 for i, t in enumerate(self.tests) if i in set(self.selected(len(self.tests)))]
+        return {"cases": cases, "convention": "tests", "notes": notes}
+
+    def selected(self, n: int) -> list[int]:
+        if self.opts.cases is None:
+            return list(range(n))
+        bad = [i for i in self.opts.cases if not 0 <= i < n]
+        if bad:
+            raise Failure("rejected", "bad_request", "harness",
+                          f"case {bad[0]} does not exist: {self.req.target.path} has {n} input case(s), "
+                          f"numbered 0 to {n - 1}", hint=f"pass --cases with numbers from 0 to {n - 1}")
+        return list(self.opts.cases)
+
+    def describe_case(self, i: int) -> dict:
+        case = self.found.cases[i]
+        out = {"index": i, "label": case.label, "shapes": "", "skipped": None, "detail": None}
+        probe = self.inputs(i, self.seed(i, 0))
+        out["shapes"] = summarize(list(probe.args) + list(probe.kwargs.values()), self.param_names(self.obj))
+        if self.interp:
+            n = numel((probe.args, probe.kwargs))
+            if n > self.opts.interpreter_max_elements:
+                out["skipped"] = (f"{n:,} input elements: too large for the CPU interpreter "
+                                  f"(limit {self.opts.interpreter_max_elements:,}); runs on a GPU runner")
+            elif any(t.dtype == self.torch.bfloat16 for t in tensors((probe.args, probe.kwargs))):
+                out["skipped"] = ("bfloat16: the Triton CPU interpreter computes bf16 wrongly; this case "
+                                  "runs on a GPU runner")
+        return out
+
+    # ----------------------------------------------------------------- inputs
+
+    def seed(self, case: int, trial: int) -> int:
+        return self.opts.seed + 1000 * case + (trial if trial >= 0 else 997)
+
+    def inputs(self, case: int, seed: int) -> Call:
+        label = self.found.cases[case].label
+        try:
+            with self.trees.device_ctx():
+                call = self.found.cases[case].make(seed)
+        except InputError as e:
+            raise Failure("compile_error", "bad_inputs", "reference", f"{self.req.target.path}: {e}",
+                          hint=e.hint, file=self.req.target.path) from None
+        except BaseException as e:
+            f = self.failure(e, "reference", f"{self.req.target.path}: building inputs for case '{label}'")
+            f.kind = "bad_inputs"
+            raise f from None
+        call.args, call.kwargs = self.to_device(call.args), self.to_device(call.kwargs)
+        if self.bf16_upcast:
+            call.args, call.kwargs = _upcast_bf16(call.args), _upcast_bf16(call.kwargs)
+        return call
+
+    def function(self):
+        if self.is_module_class(self.obj):
+            if self.model is None:
+                self.model = self.build_model(self.obj, self.found.init, self.opts.seed)
+            return self.model
+        return self.callable_of(self.obj)
+
+    # ----------------------------------------------------------------- running
+
+    def run(self, case: int, trial: int) -> dict:
+        seed = self.seed(case, trial)
+        self.launches.side = "reference"
+        try:
+            if self.unit == "tests":
+                return self.run_test(case, trial, seed)
+            return self.run_call(case, trial, seed)
+        finally:
+            self.launches.side = None
+
+    def run_call(self, case: int, trial: int, seed: int) -> dict:
+        label = self.found.cases[case].label
+        call = self.inputs(case, seed)
+        call.args, call.kwargs = guard_inputs((tuple(call.args), dict(call.kwargs)))
+        save(str(self.xdir / f"in-{case}-{trial}.pt"), {"args": list(call.args), "kwargs": call.kwargs})
+        fn = self.function()
+        channel.at("reference", label)
+        try:
+            rec = self.record_call(fn, clone_call(call), seed, PATTERN_A, self.ops)
+            masks = {}
+            if any_pattern(rec):
+                again = self.record_call(fn, clone_call(call), seed, PATTERN_B)
+                masks = {k: unwritten(rec[k], again[k]) for k in rec}
+        except Failure:
+            raise
+        except BaseException as e:
+            raise self.failure(e, "reference", f"{self.req.target.symbol} on case '{label}'") from None
+        self.expected[(case, trial)] = (rec, masks, call)
+        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob")}
+
+    def run_test(self, case: int, trial: int, seed: int) -> dict:
+        test = self.tests[case]
+        capture = trial == 0 and not self.interp and self.opts.timing
+        channel.at("reference", test.label)
+        timed: list = []
+        try:
+            rec, timed = self.record_test(self.module, self.req.target.path, test, seed, PATTERN_A,
+                                          self.ops, capture)
+            masks = {}
+            if any_pattern(rec):
+                again, _ = self.record_test(self.module, self.req.target.path, test, seed, PATTERN_B)
+                masks = {k: unwritten(rec[k], again[k]) for k in rec}
+        except TooLarge as e:
+            return {"skipped": f"{test.label} {e}; runs on a GPU runner"}
+        except Failure:
+            raise
+        except BaseException as e:
+            f = self.failure(e, "reference", f"{test.label}")
+            if f.retire or f.kind != "runtime_error":
+                raise f from None
+            # The test fails on the original code (its own assertion, usually): what it did up to
+            # there is still compared, and the candidate must fail the same way.
+            rec, masks = {"return": None, "calls": [], "raised": type(e).__name__, "message": f.message}, {}
+        if capture:
+            self.timed_calls[case] = timed
+        self.expected[(case, trial)] = (rec, masks, None)
+        first = rec["calls"][0] if rec.get("calls") else None
+        shapes = ""
+        if timed:
+            shapes = summarize(list(timed[0]["args"]) + list(timed[0]["kwargs"].values()))
+            shapes = f"{timed[0]['fn']}({shapes})"
+        elif first is not None:
+            shapes = f"{first['fn']}(...)"
+        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "shapes": shapes,
+                "raised": rec.get("message"), "oob": rec.get("oob")}
+
+    def kernels(self) -> list[str]:
+        return sorted({launch.kernel for launch in self.launches.launches["reference"]})
+
+    # ----------------------------------------------------------------- judging
+
+    def judge(self, case: int, trial: int) -> dict:
+        rec, masks, call = self.expected.pop((case, trial))
+        try:
+            got = load(str(self.xdir / f"out-{case}-{trial}.pt"), None if self.interp else "cuda")
+        except Exception as e:
+            return {"passed": False, "detail": f"no outputs to compare: {e}", "max_abs": None, "max_rel": None}
+        if not isinstance(got, dict) or (self.unit != "tests" and "output" not in got):
+            return {"passed": False, "detail": "the candidate's outputs are not a record", "max_abs": None,
+                    "max_rel": None}
+        notes: list[str] = []
+        oob = got.get("oob")
+        if oob and not rec.get("oob"):
+            return {"passed": False, "max_abs": None, "max_rel": None, "left_out": [],
+                    "detail": "writes outside its tensors: " + "; ".join(map(str, oob[:3]))}
+        if self.unit == "tests":
+            c = self.judge_test(rec, got, masks, notes)
+        else:
+            c = self.judge_call(rec, got, masks, call, notes)
+        return {"passed": c.ok, "detail": c.detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
+                "left_out": notes}
+
+    def judge_call(self, rec: dict, got: dict, masks: dict, call: Call, notes: list) -> Comparison:
+        tol = self.opts.tolerance
+        c = Comparison()
+        notes += leave_out(rec["output"], got.get("output"), masks.get("output", {}), "output")
+        c.merge(compare(rec["output"], got.get("output"), tol))
+        if not c.ok:
+            return c
+        mutation = self.mutation(call, rec.get("inputs_after"), got.get("inputs_after"),
+                                 masks.get("inputs_after", {}))
+        if mutation:
+            return c.fail(mutation)
+        exp_g, got_g = rec.get("grads"), got.get("grads")
+        if exp_g is None and got_g is None:
+            return c
+        if not isinstance(exp_g, dict) or not isinstance(got_g, dict) or set(exp_g) != set(got_g):
+            return c.structural("gradients: the candidate's backward pass gives gradients for other inputs "
+                                "than the reference's" if exp_g is not None else
+                                "gradients: the candidate's outputs carry gradients the reference's do not")
+        names = list(self.param_names(self.obj) or [])[:len(call.args)] + list(call.kwargs)
+        for k in sorted(exp_g, key=int):
+            label = names[int(k)] if int(k) < len(names) else f"argument {k}"
+            c.merge(compare(exp_g[k], got_g[k], tol, path=f"gradient of '{label}'"))
+            if not c.ok:
+                break
+        return c
+
+    def mutation(self, original: Call, expected: Any, actual: Any, masks: dict) -> Optional[str]:
+        """Inputs the reference changed must be changed the same way; others left alone."""
+        flat = list(original.args) + list(original.kwargs.values())
+        if not isinstance(actual, list) or not isinstance(expected, list) or len(actual) != len(flat):
+            return "the candidate's record of its inputs after the call is missing or malformed"
+        names = list(self.param_names(self.obj) or [])[:len(original.args)] + list(original.kwargs)
+        for i, (orig, exp, got) in enumerate(zip(flat, expected, actual)):
+            label = names[i] if i < len(names) else f"argument {i}"
+            if not bitwise_equal(orig, exp):
+                leave_out(exp, got, _sub_masks(masks, f"[{i}]"))
+                c = compare(exp, got, self.opts.tolerance, path=f"input '{label}' after the call")
+                if not c.ok:
+                    return c.detail + " (the reference updates this input in place)"
+            elif not bitwise_equal(orig, got):
+                return f"the candidate modifies its input '{label}', which the reference leaves unchanged"
+        return None
+
+    def judge_test(self, rec: dict, got: dict, masks: dict, notes: list) -> Comparison:
+        tol = self.opts.tolerance
+        c = Comparison()
+        if rec.get("raised") or got.get("raised"):
+            if rec.get("raised") != got.get("raised"):
+                what = f"raises {got.get('raised')}" if got.get("raised") else "completes"
+                return c.fail(f"the test {what}, where on the original code it raises "
+                              f"{rec.get('raised')}" if rec.get("raised") else
+                              f"the test raises {got.get('raised')} ({got.get('message', '')})")
+        exp_calls, got_calls = rec.get("calls") or [], got.get("calls")
+        if not isinstance(got_calls, list):
+            return c.fail("the candidate's record of the test's calls is missing")
+        if [x.get("fn") for x in exp_calls] != [x.get("fn") if isinstance(x, dict) else None for x in got_calls]:
+            want = ", ".join(x["fn"] for x in exp_calls[:6]) or "none"
+            return c.fail(f"the test calls {', '.join(str(x.get('fn')) for x in got_calls[:6] if isinstance(x, dict)) or 'nothing'}"
+                          f" in the candidate, and {want} in the original")
+        for k, (e, a) in enumerate(zip(exp_calls, got_calls)):
+            for part, label in (("output", "output"), ("inputs_after", "inputs after the call")):
+                where = f"call {k + 1} ({e['fn']}): {label}"
+                sub = _sub_masks(masks.get("calls", {}), f"[{k}][{part!r}]")
+                notes += leave_out(e[part], a.get(part), sub, where)
+                c.merge(compare(e[part], a.get(part), tol, path=where))
+                if not c.ok:
+                    return c
+        notes += leave_out(rec.get("return"), got.get("return"), masks.get("return", {}), "test result")
+        c.merge(compare(rec.get("return"), got.get("return"), tol, path="test result"))
+        return c
+
+    # ----------------------------------------------------------------- timing (GPU)
+
+    def time_inputs(self, case: int) -> dict:
+        path = str(self.xdir / f"time-{case}.pt")
+        if self.unit == "tests":
+            calls = self.timed_calls.get(case, [])
+            save(path, calls)
+            return {"calls": len(calls)}
+        call = self.inputs(case, self.seed(case, 0))
+        save(path, {"args": list(call.args), "kwargs": call.kwargs})
+        return {"calls": 1}
+
+    def time_alone(self, case: int) -> dict:
+        """The reference by itself, timed the way the candidate's process times it (half the
+        budget): what a candidate cannot slow down or speed up."""
+        pairs = []
+        if self.unit == "tests":
+            for c in self.timed_calls.get(case, []):
+                fn = getattr(self.module, c["fn"])
+                a, b = clone_layout((c["args"], c["kwargs"])), clone_layout((c["args"], c["kwargs"]))
+                pairs.append((lambda fn=fn, a=a: fn(*a[0], **a[1]), lambda fn=fn, b=b: fn(*b[0], **b[1])))
+        else:
+            call = self.inputs(case, self.seed(case, 0))
+            fn = self.function()
+            a, b = clone_call(call), clone_call(call)
+            pairs.append((lambda: fn(*a.args, **a.kwargs), lambda: fn(*b.args, **b.kwargs)))
+        if not pairs:
+            return {"ref_ms": None}
+        try:
+            with self.torch.no_grad():
+                t = self.time_pairs(pairs, self.opts.rep_ms / 2, max(5, self.opts.min_reps // 2))
+        except BaseException as e:
+            raise self.failure(e, "reference", f"timing case {case} alone") from None
+        return {"ref_ms": (t["ref_ms"] + t["cand_ms"]) / 2, "spread_pct": max(t["ref_spread_pct"],
+                                                                              t["cand_spread_pct"])}
+
+
+def _finite(x) -> Optional[float]:
+    import math
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _sub_masks(masks: dict, prefix: str) -> dict:
+    """The masks below one element of a structure, with paths relative to it."""
+    return {p[len(prefix):]: m for p, m in masks.items()
+            if p == prefix or (p.startswith(prefix) and p[len(prefix)] == "[")}
+
+
+def _upcast_bf16(obj):
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return obj.float() if obj.dtype == torch.bfloat16 else obj
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_upcast_bf16(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _upcast_bf16(v) for k, v in obj.items()}
+    return obj

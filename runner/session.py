@@ -1,0 +1,307 @@
+"""One evaluation: the pool's conversation with a reference worker and a candidate worker.
+
+Standard library only (the pool's process never imports torch). The steps, each an op of
+``runner.channel``:
+
+1. load both sides at once (import stage): the reference finds the cases; the candidate imports
+   its tree (and the reference's, to time it);
+2. per case and trial (run stage): the reference writes the inputs and runs; the candidate runs
+   on those inputs and writes its record; the reference judges it. A wrong trial ends its case;
+3. the candidate's observations (anti-cheat), then the processes it left behind;
+4. ahead-of-time compile reports, when asked for;
+5. on a GPU (timing stage), per case under the exclusive device lock: the reference timed alone
+   in its own process, then reference and candidate interleaved in the candidate's; then the
+   candidate runs once more on fresh inputs and must still be right.
+
+The verdict is assembled by ``runner.verdict`` from what each side said.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+from . import sandbox
+from .pool import Budget, Job, Stopped
+from .schema import EvalRequest, EvalResult
+from .verdict import Verdict
+
+
+class Session:
+    def __init__(self, pool, req: EvalRequest, ref: Job, cand: Job, xdir: str):
+        self.pool, self.req, self.opts = pool, req, req.options
+        self.ref, self.cand, self.xdir = ref, cand, xdir
+        self.v = Verdict(req, cand.device or ref.device)
+        self.marks = {id(ref): ref.log_count, id(cand): cand.log_count}
+        self.stages: dict[str, float] = {}
+        self.stage = "import"
+        self.ran: list[int] = []
+        from .units import resolve
+        self.opts.unit = resolve(self.opts.unit, req.files.get(req.target.path, ""))
+        limits = self.opts.limits
+        for job in (ref, cand):
+            job.memory_limit_mb = limits.memory_mb
+            job.where = ""
+
+    @property
+    def gpu(self) -> bool:
+        d = self.cand.device
+        return d is not None and d.backend != "interpreter"
+
+    def seed(self, case: int, trial: int) -> int:
+        return self.opts.seed + 1000 * case + (trial if trial >= 0 else 997)
+
+    # ----------------------------------------------------------------- the steps
+
+    def run(self) -> EvalResult:
+        v = self.v
+        try:
+            run = self.load()
+            if run is not None and not v.done:
+                self.trials(run)
+            if not v.done:
+                self.observe()
+            if not v.done and not v.mismatch():
+                self.after_correctness(run)
+        except Stopped as s:
+            self.stopped(s)
+        finally:
+            self.ref.memory_limit_mb = None
+        return self.finish()
+
+    def load(self) -> Optional[list[int]]:
+        t0 = time.monotonic()
+        limit = self.opts.limits.import_s
+        replies: dict[str, object] = {}
+
+        def go(name: str, job: Job, msg: dict):
+            try:
+                replies[name] = job.call(msg, "read", Budget(limit))
+            except Stopped as s:
+                replies[name] = s
+
+        base = {"request": _request_dict(self.req), "exchange": self.xdir}
+        ref_msg = {"op": "attach", **base} if self.ref.loaded is not None else {"op": "load", "role": "reference", **base}
+        threads = [threading.Thread(target=go, args=("reference", self.ref, ref_msg)),
+                   threading.Thread(target=go, args=("candidate", self.cand,
+                                                     {"op": "load", "role": "candidate", **base}))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.stages["import"] = time.monotonic() - t0
+        for name in ("reference", "candidate"):
+            r = replies.get(name)
+            if isinstance(r, Stopped):
+                raise r
+        ref_reply = replies["reference"]
+        if ref_msg["op"] == "load" and "failure" not in ref_reply:
+            self.ref.loaded = ref_reply
+        if "failure" in ref_reply:
+            self.ref.clean = False
+            self.v.fail(ref_reply["failure"])
+            return None
+        self.ref.uses += 1
+        run = self.v.loaded_reference(self.ref.loaded or ref_reply)
+        cand_reply = replies["candidate"]
+        if "failure" in cand_reply:
+            self.v.fail(cand_reply["failure"])
+            return None
+        self.v.loaded_candidate(cand_reply)
+        return run
+
+    def ask(self, job: Job, msg: dict, budget: Budget, lock: Optional[str] = "read") -> Optional[dict]:
+        """One op; a failure reply ends the evaluation (None)."""
+        reply = job.call(msg, lock, budget)
+        if "failure" in reply:
+            if job is self.ref:
+                self.ref.clean = False
+            self.v.fail(reply["failure"])
+            return None
+        return reply
+
+    def trials(self, run: list[int]) -> None:
+        self.stage = "run"
+        t0 = time.monotonic()
+        rb, cb = Budget(self.opts.limits.run_s), Budget(self.opts.limits.run_s)
+        ran = []
+        for case in run:
+            for trial in range(self.opts.trials):
+                ok = self.trial(case, trial, rb, cb)
+                if ok is None:  # the evaluation ended
+                    self.stages["run"] = time.monotonic() - t0
+                    return
+                if ok == "skipped":
+                    break
+                if case not in ran:
+                    ran.append(case)
+                if not ok:
+                    break
+        self.ran = ran
+        self.stages["run"] = time.monotonic() - t0
+        if not ran and not self.v.done:
+            first = next((c for c in self.v.result.cases if c.skipped), None)
+            self.v.crashed("compile_error", "no_inputs", "reference",
+                           "no input case can run here: " + (first.skipped if first else "no cases"),
+                           hint="add a small case to INPUT_CASES for the interpreter, or use a GPU runner")
+
+    def trial(self, case: int, trial: int, rb: Budget, cb: Budget):
+        """Returns True (right), False (wrong), "skipped", or None (the evaluation ended)."""
+        at = {"case": case, "trial": trial}
+        r = self.ask(self.ref, {"op": "reference", **at}, rb)
+        if r is None:
+            return None
+        if r.get("skipped"):
+            self.v.skip(case, r["skipped"])
+            return "skipped"
+        self.v.reference_ran(case, r)
+        c = self.ask(self.cand, {"op": "candidate", **at}, cb)
+        if c is None:
+            return None
+        self.v.candidate_ran(c)
+        j = self.ask(self.ref, {"op": "judge", **at}, rb)
+        if j is None:
+            return None
+        return self.v.judged(case, trial, j, self.seed(case, trial))
+
+    def observe(self) -> None:
+        obs = self.ask(self.cand, {"op": "observe"}, Budget(self.opts.limits.run_s), None)
+        if obs is None:
+            return
+        worker = self.cand.worker_pid()
+        extra = sandbox.descendants(worker) if worker else []
+        self.v.observed(obs, len(extra))
+
+    def after_correctness(self, run) -> None:
+        if self.opts.aot_arch:
+            res = self.ask(self.cand, {"op": "aot"}, Budget(self.opts.limits.run_s), None)
+            if res is None:
+                return
+            self.v.resources(res.get("resources") or [])
+        if not self.gpu:
+            self.v.result.timing_unavailable = ("CPU interpreter: correctness only, no timing; connect a GPU "
+                                                "runner (--runner URL or GEAK_RUNNER_URL) to measure speed")
+            return
+        if not self.opts.timing:
+            self.v.result.timing_unavailable = "timing not requested"
+            return
+        self.timing(self.ran)
+
+    def timing(self, cases: list[int]) -> None:
+        self.stage = "timing"
+        t0 = time.monotonic()
+        limits = self.opts.limits
+        tb, rb = Budget(limits.timing_s), Budget(limits.timing_s)
+        lock = self.pool.device_lock
+        for case in cases:
+            got = self.ask(self.ref, {"op": "time_inputs", "case": case}, rb)
+            if got is None:
+                break
+            if not got.get("calls"):
+                continue
+            w = time.monotonic()
+            lock.acquire_write()
+            self.cand.wait_s += time.monotonic() - w
+            try:
+                alone = self.ask(self.ref, {"op": "time_alone", "case": case}, rb, "held")
+                if alone is None:
+                    break
+                t0_op = time.monotonic()
+                t = self.ask(self.cand, {"op": "time", "case": case}, tb, "held")
+                wall = time.monotonic() - t0_op
+            finally:
+                lock.release_write()
+            if t is None:
+                break
+            if t.get("timing"):
+                self.v.timed(case, t["timing"], alone, wall)
+            if not self.post_check(case):
+                break
+        self.stages["timing"] = time.monotonic() - t0
+        if not self.v.done:
+            self.v.finish_timing()
+
+    def post_check(self, case: int) -> bool:
+        """After timing, the candidate on fresh inputs must still be right."""
+        rb, cb = Budget(self.opts.limits.run_s), Budget(self.opts.limits.run_s)
+        at = {"case": case, "trial": -1}
+        if self.ask(self.ref, {"op": "reference", **at}, rb) is None:
+            return False
+        if self.ask(self.cand, {"op": "candidate", **at}, cb) is None:
+            return False
+        j = self.ask(self.ref, {"op": "judge", **at}, rb)
+        if j is None:
+            return False
+        if not j.get("passed"):
+            self.v.changed_when_timed(case, j.get("detail") or "outputs differ")
+            return False
+        return True
+
+    # ----------------------------------------------------------------- endings
+
+    def stopped(self, s: Stopped) -> None:
+        job = s.job
+        side = "reference" if job is self.ref else "candidate"
+        job.clean = False
+        stage = self.stage
+        where = job.where or f" (the {side})"
+        log = job.log_since(self.marks[id(job)])
+        limits = self.opts.limits
+        if s.kind == "timeout":
+            limit = {"import": limits.import_s, "run": limits.run_s, "timing": limits.timing_s}[stage]
+            self.v.crashed("timeout", "timeout",
+                           side, f"timed out after {limit:g} s in the {stage} phase{where}; the worker was killed",
+                           hint="an endless loop or a kernel that never finishes? raise limits in [tool.geak] "
+                                "if the work is just long", log=log)
+            self.v.result.status = "timeout"
+        elif s.kind == "host_oom":
+            self.v.crashed("crashed", "host_oom", side, f"{s.message} in the {stage} phase{where}; the worker was "
+                                                        "killed", log=log)
+        else:
+            hint = "out-of-bounds loads or stores crash the interpreter; check masks" if s.kind == "segfault" else None
+            self.v.crashed("crashed", s.kind, side, f"{s.message} in the {stage} phase{where}", hint=hint, log=log)
+        self.pool.replaced += 1
+
+    def finish(self) -> EvalResult:
+        r = self.v.finish()
+        r.log = "\n".join(x for x in (self.ref.log_since(self.marks[id(self.ref)]),
+                                      self.cand.log_since(self.marks[id(self.cand)])) if x)
+        r.phases = {k: round(v, 3) for k, v in self.stages.items() if v > 0}
+        compile_s = self.ref.compile_s + self.cand.compile_s
+        wait_s = self.ref.wait_s + self.cand.wait_s
+        if compile_s > 0:
+            r.phases["compile"] = round(compile_s, 3)
+        if wait_s > 0.001:
+            r.phases["device_wait"] = round(wait_s, 3)
+        r.sandbox = self.sandbox_report()
+        return r
+
+    def sandbox_report(self) -> dict[str, str]:
+        """What holds for the candidate's processes now, as the pool sees them."""
+        facts = self.cand.facts
+        out = {"scratch": "per-job directory, removed after"}
+        pids = self.cand.tree()
+        mine = sandbox.namespace("self", "net")
+        nets = {sandbox.namespace(p, "net") for p in pids} - {""}
+        if not pids:
+            out["network"] = "isolated (own network namespace)" if facts.get("network") == "own namespace" \
+                else "not isolated (needs root or user namespaces)"
+        elif nets and mine and mine not in nets:
+            out["network"] = "isolated (own network namespace)"
+        elif mine in nets:
+            out["network"] = "not isolated (needs root or user namespaces)"
+        else:
+            out["network"] = "isolated (own network namespace)" if facts.get("network") == "own namespace" \
+                else "unknown"
+        caps = {sandbox.capabilities(p) for p in pids} - {None}
+        out["capabilities"] = "none" if (caps == {0} or (not caps and facts.get("capabilities") == "none")) \
+            else "some"
+        out["processes"] = ("own PID namespace, killed with the job" if facts.get("pid_namespace") == "own namespace"
+                            else "killed with the job (subreaper sweep)")
+        return out
+
+
+def _request_dict(req: EvalRequest) -> dict:
+    from .schema import to_dict
+    return to_dict(req)

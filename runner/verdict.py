@@ -1,0 +1,333 @@
+"""The verdict, decided in the pool's process (standard library only).
+
+Inputs: the reference worker's judgments (trusted: that process never ran candidate code), the
+candidate worker's observations (claims, which can only make a verdict worse), and what the
+pool saw itself (processes left behind, namespaces, its own clock over the timed region).
+Output: the ``EvalResult``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from .schema import (CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Flag,
+                     KernelResources, Timing, from_dict)
+
+REF_SLOWDOWN_LIMIT = 1.25
+"""The reference timed beside the candidate may be this much slower than timed alone (plus both
+spreads) before the timing is not trusted."""
+
+
+class Verdict:
+    def __init__(self, req: EvalRequest, device: Optional[DeviceInfo]):
+        self.req = req
+        self.opts = req.options
+        self.self_check = req.candidate is None
+        self.require_triton = (self.opts.require_triton if self.opts.require_triton is not None
+                               else not self.self_check)
+        self.result = EvalResult(status="ok", correct=False, message="", id=req.id, device=device)
+        self.cases: dict[int, CaseResult] = {}
+        self.ref_ops: dict[str, int] = {}
+        self.cand_ops: dict[str, int] = {}
+        self.launches: dict[str, set[str]] = {"reference": set(), "candidate": set()}
+        self.left_out: list[str] = []
+        self.done = False
+
+    # ----------------------------------------------------------------- failures
+
+    def fail(self, failure: dict) -> None:
+        """A failure reported by a worker (the user's code raised, or a harness error)."""
+        if self.done:
+            return
+        r = self.result
+        r.status = failure.get("status", "crashed")
+        r.correct = False
+        r.message = failure.get("message", "")
+        r.error = ErrorInfo(kind=failure.get("kind", "internal"), side=failure.get("side", "harness"),
+                            message=r.message, hint=failure.get("hint"), traceback=failure.get("traceback"),
+                            file=failure.get("file"), line=failure.get("line"))
+        self.done = True
+
+    def crashed(self, status: str, kind: str, side: str, message: str, hint: Optional[str] = None,
+                log: Optional[str] = None) -> None:
+        self.fail({"status": status, "kind": kind, "side": side, "message": message, "hint": hint,
+                   "traceback": log})
+
+    def reject(self, code: str, message: str) -> None:
+        r = self.result
+        if not any(f.code == code and f.message == message for f in r.flags):
+            r.flags.append(Flag(code, "reject", message))
+        if r.status != "rejected" and not (self.done and r.status != "ok"):
+            r.status, r.correct, r.message = "rejected", False, f"rejected: {message}"
+            self.done = True
+
+    def flag(self, code: str, severity: str, message: str) -> None:
+        self.result.flags.append(Flag(code, severity, message))
+
+    # ----------------------------------------------------------------- loading
+
+    def loaded_reference(self, reply: dict) -> list[int]:
+        """The cases that run here (in order)."""
+        r = self.result
+        r.inputs_convention = reply.get("convention")
+        for n in reply.get("notes", []):
+            self.flag("reference_note", "warning", n)
+        run = []
+        for c in reply.get("cases", []):
+            cr = CaseResult(index=c["index"], label=c["label"], shapes=c.get("shapes", ""),
+                            skipped=c.get("skipped"), detail=c.get("detail"))
+            self.cases[cr.index] = cr
+            r.cases.append(cr)
+            if cr.skipped is None:
+                run.append(cr.index)
+        if not run:
+            smallest = r.cases[0] if r.cases else None
+            self.crashed("compile_error", "no_inputs", "reference",
+                         "no input case can run here: " + (smallest.skipped if smallest else "no cases"),
+                         hint="add a small case to INPUT_CASES for the interpreter, or use a GPU runner")
+            r.error.file = self.req.target.path
+        return run
+
+    def loaded_candidate(self, reply: dict) -> None:
+        for f in reply.get("flags", []):
+            try:
+                self.result.flags.append(from_dict(Flag, f))
+            except Exception:
+                continue
+        for f in list(self.result.flags):
+            if f.severity == "reject" and not self.self_check:
+                self.reject(f.code, f.message)
+        tampered = reply.get("tampered") or []
+        if tampered and not self.self_check:
+            self.reject("tampering", "importing the candidate replaced " + ", ".join(map(str, tampered[:6]))
+                        + ": timers and library functions must not be changed")
+
+    # ----------------------------------------------------------------- trials
+
+    def reference_ran(self, case: int, reply: dict) -> None:
+        self.ref_ops = _max_counts(self.ref_ops, reply.get("ops") or {})
+        self.launches["reference"] |= set(reply.get("launches") or [])
+        cr = self.cases[case]
+        if reply.get("shapes") and not cr.shapes:
+            cr.shapes = reply["shapes"]
+        for b in reply.get("oob") or []:
+            note = f"{cr.label}: the original writes outside its tensors ({b})"
+            if not any(f.message == note for f in self.result.flags):
+                self.flag("reference_note", "warning", note)
+        if reply.get("raised"):
+            note = f"{cr.label} fails on the original code: {reply['raised']}"
+            if not any(f.message == note for f in self.result.flags):
+                self.flag("reference_note", "warning", note)
+
+    def skip(self, case: int, reason: str) -> None:
+        self.cases[case].skipped = reason
+
+    def candidate_ran(self, reply: dict) -> None:
+        self.launches["candidate"] |= set(reply.get("launches") or [])
+
+    def judged(self, case: int, trial: int, reply: dict, seed: int) -> bool:
+        cr = self.cases[case]
+        cr.trials += 1
+        for k, attr in (("max_abs", "max_abs_err"), ("max_rel", "max_rel_err")):
+            v = reply.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                setattr(cr, attr, max(getattr(cr, attr) or 0.0, float(v)))
+        for note in reply.get("left_out") or []:
+            if note not in self.left_out:
+                self.left_out.append(note)
+            cr.excluded = "; ".join(dict.fromkeys(([cr.excluded] if cr.excluded else []) + [note]))
+        if reply.get("passed"):
+            cr.passed = True
+            return True
+        cr.passed = False
+        cr.detail = f"{reply.get('detail') or 'outputs differ'} (seed {seed})"
+        return False
+
+    # ----------------------------------------------------------------- anti-cheat
+
+    def observed(self, obs: dict, extra_processes: int) -> None:
+        r = self.result
+        self.cand_ops = dict(obs.get("ops") or {})
+        self.launches["candidate"] |= set(obs.get("launches") or [])
+        r.launches = {s: sorted(v) for s, v in self.launches.items()}
+        r.torch_ops = {"candidate": sorted(self.cand_ops)}
+        if self.ref_ops:
+            r.torch_ops["reference"] = sorted(self.ref_ops)
+        if self.self_check:
+            if not self.launches["candidate"]:
+                self.flag("no_triton_launch", "info", "no Triton kernel launched: the target runs on PyTorch alone")
+            return
+        if self.require_triton and not self.launches["candidate"]:
+            self.reject("no_triton_launch", "the candidate launched no Triton kernel while computing its outputs")
+        if obs.get("side_stream"):
+            self.reject("side_stream", "the candidate launched work on a stream other than the current one, "
+                                       "where the timer cannot see it")
+        calls = int(obs.get("reference_calls") or 0)
+        if calls:
+            self.reject("calls_reference", f"the candidate calls the reference {self.req.target.symbol} "
+                                           f"({calls} call(s))")
+        allowed = set(self.opts.allow_torch_ops)
+        extra = {op: n for op, n in self.cand_ops.items()
+                 if op not in allowed and op.split(".")[-1] not in allowed and n > self.ref_ops.get(op, 0)}
+        if extra and (self.require_triton or self.opts.allow_torch_ops):
+            shown = ", ".join(f"{o} ×{n}" for o, n in sorted(extra.items())[:8])
+            self.reject("torch_compute", f"the candidate computes with PyTorch ops ({shown}) beyond what the "
+                                         "reference itself uses; only allocation, views and copies are allowed "
+                                         "besides Triton kernels (allow more with allow_torch_ops)")
+        tampered = obs.get("tampered") or []
+        if tampered:
+            self.reject("tampering", "the candidate replaced " + ", ".join(map(str, tampered[:6])))
+        if obs.get("threads_left"):
+            self.reject("background_thread", f"the candidate left {obs['threads_left']} thread(s) running after "
+                                             "it returned")
+        if extra_processes:
+            self.reject("background_process", f"the candidate left {extra_processes} process(es) running after "
+                                              "it returned")
+
+    def mismatch(self) -> bool:
+        bad = [c for c in self.result.cases if c.trials and not c.passed]
+        if not bad:
+            return False
+        run = [c for c in self.result.cases if not c.skipped]
+        self.result.status = "mismatch"
+        self.result.message = (f"wrong result on {len(bad)} of {len(run)} case(s); first: "
+                               f"{bad[0].label}: {bad[0].detail}")
+        self.done = True
+        return True
+
+    # ----------------------------------------------------------------- after correctness
+
+    def resources(self, items: list) -> None:
+        out = []
+        for item in items:
+            try:
+                out.append(from_dict(KernelResources, item))
+            except Exception:
+                continue
+        self.result.resources = out
+
+    def timed(self, case: int, t: dict, alone: Optional[dict], wall_s: float) -> None:
+        """One case's timing from the candidate's process, checked against the reference timed
+        alone (in its own process) and the pool's clock over the time op."""
+        cr = self.cases[case]
+        ref_ms, cand_ms = _num(t.get("ref_ms")), _num(t.get("cand_ms"))
+        reps = int(t.get("reps") or 0)
+        if ref_ms is None or cand_ms is None or ref_ms <= 0 or cand_ms <= 0 or reps <= 0:
+            self.untrusted(f"case '{cr.label}': the timing it reported is not usable")
+            return
+        # Reps of both sides happened inside the op: they cannot add up to more than its wall time.
+        if reps * (ref_ms + cand_ms) / 1000.0 > wall_s * 1.05 + 0.01:
+            self.untrusted(f"case '{cr.label}': the reported times add up to more than the "
+                           f"{wall_s:.3f} s the timing took")
+            return
+        if alone and _num(alone.get("ref_ms")):
+            ref_alone = float(alone["ref_ms"])
+            spread = (float(t.get("ref_spread_pct") or 0) + float(alone.get("spread_pct") or 0)) / 100
+            if ref_ms > ref_alone * (REF_SLOWDOWN_LIMIT + spread) and ref_ms - ref_alone > 0.005:
+                self.untrusted(f"case '{cr.label}': the reference ran {ref_ms / ref_alone:.2f}x slower "
+                               f"beside the candidate ({ref_ms:.4f} ms) than alone ({ref_alone:.4f} ms)")
+                return
+        ct = CaseTiming(ref_ms=ref_ms, cand_ms=cand_ms, speedup=ref_ms / cand_ms,
+                        ref_spread_pct=float(t.get("ref_spread_pct") or 0),
+                        cand_spread_pct=float(t.get("cand_spread_pct") or 0), reps=reps,
+                        method=str(t.get("method") or "events"), bytes_moved=_int(t.get("bytes_moved")))
+        dev = self.result.device
+        if dev and dev.peak_bandwidth_gbs and ct.bytes_moved:
+            ct.cand_bw_pct_peak = 100.0 * ct.bytes_moved / (cand_ms * 1e-3) / (dev.peak_bandwidth_gbs * 1e9)
+        flops = _num(t.get("flops"))
+        if flops:
+            ct.cand_tflops = flops / (cand_ms * 1e-3) / 1e12
+            key = str(t.get("dtype") or "float32")
+            key = "tf32" if key == "float32" else ("float8" if "float8" in key else key)
+            peak = dev.peak_tflops.get(key) if dev else None
+            if peak:
+                ct.cand_flops_pct_peak = 100.0 * ct.cand_tflops / peak
+        cr.timing = ct
+        for n in list(t.get("notes") or []) + list(t.get("notes_work") or []):
+            if not any(f.message == n for f in self.result.flags):
+                self.flag("timing_note", "info", str(n))
+        for hw in t.get("hidden_work") or []:
+            self.flag("hidden_work", "warning", f"case '{cr.label}': {hw}")
+
+    def untrusted(self, why: str) -> None:
+        self.flag("timing_untrusted", "warning", why + "; no speedup is claimed")
+        self.result.timing_unavailable = "timing not trusted: " + why
+
+    def finish_timing(self) -> None:
+        r = self.result
+        per = [c.timing for c in r.cases if c.timing]
+        if r.timing_unavailable and r.timing_unavailable.startswith("timing not trusted"):
+            for c in r.cases:
+                c.timing = None
+            return
+        if not per:
+            r.timing_unavailable = r.timing_unavailable or "no case was timed"
+            return
+        ref_sum, cand_sum = sum(p.ref_ms for p in per), sum(p.cand_ms for p in per)
+        geo = math.exp(sum(math.log(p.speedup) for p in per) / len(per))
+        r.timing = Timing(ref_ms=ref_sum, cand_ms=cand_sum, speedup=ref_sum / cand_sum, speedup_geomean=geo,
+                          spread_pct=max(max(p.ref_spread_pct, p.cand_spread_pct) for p in per),
+                          method="+".join(sorted({p.method for p in per})), cases_timed=len(per))
+        if not self.self_check and r.timing.speedup > self.opts.speedup_flag:
+            self.flag("suspicious_speedup", "warning",
+                      f"{r.timing.speedup:.1f}x faster is above {self.opts.speedup_flag:g}x: have a person "
+                      "check that the candidate does all the work")
+        for c in r.cases:
+            if c.timing and c.timing.cand_bw_pct_peak and c.timing.cand_bw_pct_peak > 100:
+                self.flag("exceeds_peak", "warning",
+                          f"case '{c.label}': moves its inputs and outputs at {c.timing.cand_bw_pct_peak:.0f}% "
+                          "of peak bandwidth, which is not possible if it reads everything once")
+
+    def changed_when_timed(self, case: int, detail: str) -> None:
+        self.reject("changes_when_timed", f"after timing, the candidate's output on case "
+                                          f"'{self.cases[case].label}' is wrong: {detail}")
+
+    # ----------------------------------------------------------------- the end
+
+    def summary(self) -> str:
+        r = self.result
+        run = [c for c in r.cases if not c.skipped]
+        skipped = len(r.cases) - len(run)
+        base = ("the target runs and agrees with itself" if self.self_check else "correct") + \
+            f" on {len(run)} case(s) × {self.opts.trials} trial(s)"
+        if skipped:
+            base += f" ({skipped} skipped here)"
+        if self.left_out:
+            base += "; parts the original leaves unwritten are not compared"
+        if r.timing:
+            t = r.timing
+            if self.self_check:
+                base += f"; {t.ref_ms:.4f} ms (Σ over {t.cases_timed} case(s))"
+            else:
+                base += f"; {t.speedup:.2f}x ({t.ref_ms:.4f} ms -> {t.cand_ms:.4f} ms)"
+        return base
+
+    def finish(self) -> EvalResult:
+        r = self.result
+        r.launches = r.launches or {s: sorted(v) for s, v in self.launches.items() if v}
+        if self.left_out:
+            self.flag("unwritten_output", "info", "left out of the comparison: " + "; ".join(self.left_out[:4])
+                      + (f" (and {len(self.left_out) - 4} more)" if len(self.left_out) > 4 else ""))
+        if not self.done:
+            r.status, r.correct = "ok", True
+            r.message = self.summary()
+        return r
+
+
+def _max_counts(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if isinstance(v, int):
+            out[k] = max(out.get(k, 0), v)
+    return out
+
+
+def _num(v) -> Optional[float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _int(v) -> Optional[int]:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None

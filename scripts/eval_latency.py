@@ -1,0 +1,109 @@
+"""Evaluations per minute and latency of the local runner, as a GEAK loop or the tuner sees it:
+many distinct candidates against one reference.
+
+    PYTHONPATH=<checkout> python scripts/eval_latency.py --out OUT [--device auto|interpreter] [--workers 2] [--n 32]
+                                   [--label NAME]
+
+Two phases, each on a warm runner (workers started before the clock, as in a running server):
+``sequence`` evaluates the candidates one after another (the latency a person waits for one
+evaluation: p50, p95); ``batch`` evaluates them all at once through ``evaluate_many`` (the
+throughput with ``--workers`` at a time). Every candidate is a distinct file (its own kernel to
+compile). Uses only the runner's public API, so the same script measures other revisions
+(``PYTHONPATH=<checkout>``). Writes OUT/latency-<label>.json and prints a one-line summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TEMPLATE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0), mask=m)
+
+
+def add_relu(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_relu_kernel[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block}, num_warps={warps})
+    return out
+
+
+def get_inputs():
+    return [torch.randn({n}, device="cuda"), torch.randn({n}, device="cuda")]
+'''
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--n", type=int, default=32)
+    ap.add_argument("--label", default="run")
+    args = ap.parse_args()
+    from runner.local import LocalRunner
+    from runner.schema import EvalOptions
+    from runner.source import build_request
+
+    size = 1 << 12 if args.device == "interpreter" else 1 << 20
+    tmp = Path(tempfile.mkdtemp(prefix="geak-latency-"))
+    (tmp / "pyproject.toml").write_text("")
+    (tmp / "ref.py").write_text(TEMPLATE.format(block=256, warps=4, n=size))
+
+    def requests(tag: str) -> list:
+        reqs = []
+        for i in range(args.n):
+            block = [64, 128, 256, 512, 1024, 2048][i % 6]
+            warps = [1, 2, 4, 8][(i // 6) % 4]
+            name = f"cand_{tag}_{i}.py"
+            (tmp / name).write_text(f"# candidate {tag} {i}\n" + TEMPLATE.format(block=block, warps=warps, n=size))
+            req, _, _ = build_request("ref.py::add_relu", f"{name}::add_relu", EvalOptions(trials=2),
+                                      root=tmp, cwd=tmp)
+            reqs.append(req)
+        return reqs
+
+    report = {"label": args.label, "device": args.device, "workers": args.workers, "n": args.n, "elements": size}
+    with LocalRunner(workers=args.workers, device=args.device) as runner:
+        runner.pool.warm(args.workers)
+        report["device_name"] = runner.device_info().name
+        runner.evaluate(requests("warm")[0])  # one evaluation before the clock (reference compiled)
+        lat, statuses = [], []
+        for req in requests("seq"):
+            t0 = time.perf_counter()
+            r = runner.evaluate(req)
+            lat.append(time.perf_counter() - t0)
+            statuses.append(r.status)
+        reqs = requests("batch")
+        t0 = time.perf_counter()
+        results = runner.evaluate_many(reqs)
+        wall = time.perf_counter() - t0
+    lat_sorted = sorted(lat)
+    report.update(
+        p50_s=statistics.median(lat), p95_s=lat_sorted[int(0.95 * (len(lat) - 1))],
+        sequence_per_minute=60 * len(lat) / sum(lat), sequence_ok=statuses.count("ok"),
+        batch_per_minute=60 * len(reqs) / wall, batch_ok=sum(r.status == "ok" for r in results),
+        statuses=sorted(set(statuses) | {r.status for r in results}))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"latency-{args.label}.json").write_text(json.dumps(report, indent=1))
+    print(f"{args.label}: p50 {report['p50_s']:.3f} s, p95 {report['p95_s']:.3f} s, sequence "
+          f"{report['sequence_per_minute']:.0f}/min ({report['sequence_ok']}/{args.n} ok), batch "
+          f"{report['batch_per_minute']:.0f}/min with {args.workers} workers ({report['batch_ok']}/{args.n} ok)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""Verdicts on the shapes real kernels take (CPU interpreter, the real runner): autograd
+Functions with their backward, outputs written only in part, inputs that are strided views of
+one storage, kernels that draw random numbers, tests that call several functions, tests whose
+control flow depends on random values, and stores one element past the end."""
+
+from __future__ import annotations
+
+from conftest import Project, flag_codes
+
+SCALE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mul_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+
+def _mul(x, factor):
+    out = torch.empty_like(x)
+    n = x.numel()
+    mul_kernel[(triton.cdiv(n, 128),)](x, out, n, factor, BLOCK=128)
+    return out
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _mul(x, 2.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _mul(g, {backward_factor})
+
+
+def scale(x):
+    return Scale.apply(x)
+
+
+def get_inputs():
+    return [torch.randn(300, device="cuda", requires_grad=True)]
+'''
+
+
+def test_autograd_function_forward_and_backward_are_both_checked(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", SCALE.format(backward_factor="2.0"))
+    r = p.evaluate(runner, "ref.py::scale")
+    assert r.status == "ok" and r.correct, r.message
+    # The class itself can be the target too (called through apply).
+    r = p.evaluate(runner, "ref.py::Scale")
+    assert r.status == "ok" and r.correct, r.message
+    # Right forward, wrong backward: the gradient gives it away.
+    p.write("cand.py", SCALE.format(backward_factor="3.0"))
+    r = p.evaluate(runner, "ref.py::scale", "cand.py::scale")
+    assert r.status == "mismatch", r.message
+    assert r.cases[0].detail.startswith("gradient of 'x'"), r.cases[0].detail
+
+
+HALF = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def head_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+def head(x):
+    out = torch.empty_like(x)  # only the first {written} elements are ever written
+    head_kernel[(triton.cdiv({written}, 64),)](x, out, {written}, BLOCK=64)
+    return out
+
+
+def get_inputs():
+    return [torch.randn(1000, device="cuda")]
+'''
+
+
+def test_elements_the_original_never_writes_are_left_out_and_said_so(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", HALF.format(written="500"))
+    r = p.evaluate(runner, "ref.py::head")
+    assert r.status == "ok" and r.correct, r.message
+    assert "500 of 1,000 element(s) left out" in r.cases[0].excluded
+    assert "unwritten_output" in flag_codes(r, "info") and "not compared" in r.message
+    # A candidate that writes all 1000 elements is right: the rest is no part of the answer.
+    p.write("more.py", HALF.format(written="1000").replace("def head(", "def head_(").replace(
+        "return out\n", "return out\n\n\ndef head(x):\n    out = head_(x)\n    return out\n"))
+    r = p.evaluate(runner, "ref.py::head", "more.py::head")
+    assert r.status == "ok", r.message
+    # One that leaves part of the written range unwritten is wrong.
+    p.write("less.py", HALF.format(written="499"))
+    r = p.evaluate(runner, "ref.py::head", "less.py::head")
+    assert r.status == "mismatch" and "output[499]" in r.cases[0].detail, r.cases[0].detail
+
+
+VIEWS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, out_ptr, rows, cols, sa, sb, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    m = c < cols
+    a = tl.load(a_ptr + r * sa + c * 2, mask=m)   # column stride 2, as the views have
+    b = tl.load(b_ptr + r * sb + c * 2, mask=m)
+    tl.store(out_ptr + r * cols + c, a - b, mask=m)
+
+
+def diff(a, b):
+    {check}
+    out = torch.empty((a.shape[0], a.shape[1]), device=a.device)
+    add_kernel[(a.shape[0],)](a, b, out, a.shape[0], a.shape[1], a.stride(0), b.stride(0), BLOCK=32)
+    return out
+
+
+def get_inputs():
+    base = torch.randn(20, 64, device="cuda")
+    return [base[3:, 0::2], base[3:, 1::2]]   # an offset, a stride, one storage
+'''
+
+
+def test_inputs_keep_their_strides_offsets_and_shared_storage(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", VIEWS.format(check="pass"))
+    r = p.evaluate(runner, "ref.py::diff")
+    assert r.status == "ok" and r.correct, r.message
+    # The candidate is only right if it gets the same layout the reference got.
+    p.write("cand.py", VIEWS.format(check=(
+        "assert a.stride() == (64, 2) and b.stride() == (64, 2) and not a.is_contiguous()\n"
+        "    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()\n"
+        "    assert b.storage_offset() == a.storage_offset() + 1")))
+    r = p.evaluate(runner, "ref.py::diff", "cand.py::diff")
+    assert r.status == "ok" and r.correct, r.message
+
+
+DROPOUT = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dropout_kernel(x_ptr, out_ptr, n, seed, p, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    keep = tl.rand(seed, offs) > p
+    tl.store(out_ptr + offs, tl.where(keep, x / (1 - p), 0.0), mask=mask)
+
+
+def dropout(x, p=0.5):
+    seed = int(torch.randint(0, 2 ** 31 - 1, (1,)).item())   # drawn inside the wrapper
+    out = torch.empty_like(x)
+    n = x.numel()
+    dropout_kernel[(triton.cdiv(n, {block}),)](x, out, n, seed, p, BLOCK={block})
+    return out
+
+
+def get_inputs():
+    return [torch.randn(700, device="cuda")]
+'''
+
+
+def test_kernels_that_draw_random_numbers_get_the_same_random_state(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", DROPOUT.format(block=128))
+    r = p.evaluate(runner, "ref.py::dropout")
+    assert r.status == "ok" and r.correct, r.message
+    p.write("cand.py", DROPOUT.format(block=256))
+    r = p.evaluate(runner, "ref.py::dropout", "cand.py::dropout")
+    assert r.status == "ok" and r.correct, r.message
+
+
+def test_store_one_element_past_the_end_is_not_correct(tmp_path, runner):
+    from conftest import ADD_RELU, kernel_variant
+    p = Project(tmp_path).write("ref.py", ADD_RELU)
+    # The outputs are right; the store of element n lands outside the output tensor.
+    p.write("cand.py", kernel_variant(store_mask="offs <= n"))
+    r = p.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu", trials=1)
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "writes outside its tensors" in r.cases[0].detail and "past its end" in r.cases[0].detail
+
+
+TWO_FUNCTIONS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fwd_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x * x, mask=m)
+
+
+@triton.jit
+def bwd_kernel(x_ptr, g_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    g = tl.load(g_ptr + offs, mask=m)
+    tl.store(dx_ptr + offs, {grad}, mask=m)
+
+
+def square_forward(x):
+    y = torch.empty_like(x)
+    fwd_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+    return y
+
+
+def square_backward(x, g):
+    dx = torch.empty_like(x)
+    bwd_kernel[(triton.cdiv(x.numel(), 128),)](x, g, dx, x.numel(), BLOCK=128)
+    return dx
+
+
+''' + "#" * 146 + '''
+
+
+def test_square():
+    x = torch.randn(500, device="cuda")
+    g = torch.randn(500, device="cuda")
+    y = square_forward(x)
+    dx = square_backward(x, g)
+    return {{"y": y}}   # the test returns only the forward's result
+
+
+result_gold = test_square()
+'''
+
+
+def test_every_call_a_test_makes_is_compared_not_only_one_symbol(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("task.py", TWO_FUNCTIONS.format(grad="2.0 * x * g"))
+    r = p.evaluate(runner, "task.py::square_forward")
+    assert r.status == "ok" and r.correct, r.message
+    assert r.inputs_convention == "tests" and [c.label for c in r.cases] == ["test_square"]
+    # The backward's kernel is wrong; the test returns only the forward's result, and the
+    # forward is the symbol named: the call to square_backward still gives it away.
+    p.write("cand.py", TWO_FUNCTIONS.format(grad="3.0 * x * g"))
+    r = p.evaluate(runner, "task.py::square_forward", "cand.py::square_forward")
+    assert r.status == "mismatch", r.message
+    assert "call 2 (square_backward): output" in r.cases[0].detail
+
+
+def test_a_test_whose_calls_depend_on_its_random_values(tmp_path, runner):
+    from conftest import ADD_RELU
+    p = Project(tmp_path)
+    p.write("ref.py", ADD_RELU.split("INPUT_CASES")[0] + '''
+
+def test_add_relu():
+    calls = int(torch.randint(1, 4, (1,)).item())  # 1 to 3 calls, by the seed
+    for _ in range(calls):
+        add_relu(torch.randn(200, device="cuda"), torch.randn(200, device="cuda"))
+''')
+    r = p.evaluate(runner, "ref.py::add_relu", trials=3)
+    assert r.status == "ok" and r.correct, r.message
+    assert r.inputs_convention == "tritonbench"
