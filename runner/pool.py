@@ -176,6 +176,17 @@ class Job:
     def worker_pid(self) -> Optional[int]:
         return self.pid
 
+    def find_worker(self) -> Optional[int]:
+        """The worker's pid as this process sees it: the keeper's child, or, in a PID namespace of
+        its own, the child of that namespace's init (the keeper's child)."""
+        if self.keeper is None:
+            return None
+        table = sandbox.process_table()
+        kids = [p for p, pp in table.items() if pp == self.keeper]
+        if kids and self.facts.get("pid_namespace") == "own namespace":
+            kids = [p for p, pp in table.items() if pp == kids[0]]
+        return kids[0] if kids else None
+
     def tree(self) -> list[int]:
         return sandbox.descendants(self.keeper) if self.keeper else []
 
@@ -425,6 +436,13 @@ class ForkServer:
 # --------------------------------------------------------------------------- the pool
 
 
+def promote_compiles(job: "Job", shared: str) -> None:
+    """A reference worker's compiled kernels join the shared compile layer (runner.tcache)."""
+    from .tcache import promote
+    if job.clean:
+        promote(os.path.join(job.scratch, ".triton"), shared)
+
+
 def effective_limits(asked: Optional[Limits], ceiling: Limits) -> Limits:
     """The runner's limits are ceilings: a request may lower a limit, never raise or remove it
     (a missing, non-finite or non-positive value means the ceiling)."""
@@ -507,6 +525,9 @@ class WorkerPool:
         # Workers may not list the root (they run without the capabilities that override file
         # modes): each reaches only the directories whose random names it is given.
         os.chmod(self.root, 0o300)
+        # Triton's shared compile layer: written by the pool alone (runner.tcache).
+        self.compile_cache = os.path.join(self.root, "tc-" + os.urandom(12).hex())
+        os.mkdir(self.compile_cache, 0o755)
         self._server_requests: "queue.Queue[Optional[threading.Event]]" = queue.Queue()
         threading.Thread(target=self._monitor, daemon=True).start()
         threading.Thread(target=self._server_keeper, daemon=True).start()
@@ -520,6 +541,7 @@ class WorkerPool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        env["GEAK_TRITON_SHARED_CACHE"] = self.compile_cache
         env.pop("TRITON_INTERPRET", None)  # the fork server decides, from the device it finds
         return env
 
@@ -586,7 +608,7 @@ class WorkerPool:
                 if m.get("event") == "hello":
                     job.device = from_dict(DeviceInfo, m["device"])
                     job.facts = dict(m.get("sandbox") or {})
-                    job.pid = m.get("pid") if isinstance(m.get("pid"), int) else None
+                    job.pid = job.find_worker()
                     pid = job.worker_pid()
                     job.netns = sandbox.namespace(pid, "net") if pid else ""
                     with self._cond:

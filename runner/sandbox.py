@@ -72,30 +72,87 @@ def _write(path: str, text: str) -> bool:
         return False
 
 
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+
+
+def mount_own_proc() -> bool:
+    """In the first process of a new PID namespace (with its own mount namespace): a /proc that
+    shows this namespace. Without it the GPU driver looks up the wrong processes in the host's
+    /proc and fails to start ("OS call failed")."""
+    lib = libc()
+    if lib.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return False
+    return lib.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None) == 0
+
+
+MS_BIND, MS_REMOUNT, MS_RDONLY = 4096, 32, 1
+
+
+def bind_read_only(path: str) -> bool:
+    """Make ``path`` read-only in this mount namespace (a bind mount of itself)."""
+    lib = libc()
+    p = path.encode()
+    if lib.mount(p, p, None, ctypes.c_ulong(MS_BIND | MS_REC), None) != 0:
+        return False
+    return lib.mount(None, p, None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY), None) == 0
+
+
+def pid_namespace_works() -> bool:
+    """Whether this process can give a job its own PID namespace with a /proc of its own (tried in
+    a throwaway child: root, or unprivileged user namespaces)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = _unshare(CLONE_NEWPID | CLONE_NEWNS) is not None
+            if ok:
+                child = os.fork()
+                if child == 0:
+                    os._exit(0 if mount_own_proc() else 1)
+                _, st = os.waitpid(child, 0)
+                ok = os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, st = os.waitpid(pid, 0)
+    return os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+
+
+def _unshare(flags: int) -> Optional[str]:
+    """unshare(flags), as root or inside a new user namespace mapping this user to itself.
+    Returns "root" | "user" (how it was done), or None."""
+    uid, gid = os.getuid(), os.getgid()
+    if libc().unshare(flags) == 0:
+        return "root"
+    if ctypes.get_errno() not in (errno.EPERM, errno.EINVAL, errno.ENOSPC, errno.EUSERS):
+        return None
+    if libc().unshare(CLONE_NEWUSER | flags) == 0:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+        return "user"
+    return None
+
+
 def enter_namespaces(pid: bool = True, net: bool = True) -> dict[str, str]:
-    """Give the calling process (the keeper) new PID (for its children) and network namespaces.
+    """Give the calling process (the keeper) new PID (for its children, with a mount namespace
+    for their own /proc) and network namespaces.
 
     Returns what holds: ``{"pid": "own namespace" | "shared", "net": ...}``. Tries plain
     ``unshare`` (root), then a user namespace that maps this user to itself (unprivileged, where
     the kernel allows it)."""
-    want = (CLONE_NEWPID if pid else 0) | (CLONE_NEWNET if net else 0)
     got = {"pid": "shared", "net": "shared", "user": "shared"}
+    want = (CLONE_NEWPID | CLONE_NEWNS if pid else 0) | (CLONE_NEWNET if net else 0)
     if not want:
         return got
-    uid, gid = os.getuid(), os.getgid()
-    if libc().unshare(want) == 0:
-        got.update(pid="own namespace" if pid else "shared", net="own namespace" if net else "shared")
-        return got
-    if ctypes.get_errno() not in (errno.EPERM, errno.EINVAL, errno.ENOSPC, errno.EUSERS):
-        return got
-    if libc().unshare(CLONE_NEWUSER | want) == 0:
-        # Map this user (and group) to itself, so files keep their owner.
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    how = _unshare(want)
+    if how is None and pid:  # a PID namespace is the part that may be refused: try without it
+        pid, want = False, CLONE_NEWNET if net else 0
+        how = _unshare(want) if want else None
+    if how is not None:
         got.update(pid="own namespace" if pid else "shared", net="own namespace" if net else "shared",
-                   user="own namespace")
+                   user="own namespace" if how == "user" else "shared")
     return got
+
 
 
 def set_subreaper() -> bool:

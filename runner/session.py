@@ -23,7 +23,7 @@ import time
 from typing import Optional
 
 from . import sandbox
-from .pool import Budget, Job, Stopped
+from .pool import Budget, Job, Stopped, promote_compiles
 from .schema import EvalRequest, EvalResult
 from .verdict import Verdict
 
@@ -155,6 +155,8 @@ class Session:
         if r.get("skipped"):
             self.v.skip(case, r["skipped"])
             return "skipped"
+        if trial == 0:  # what the reference compiled, the candidate's worker finds compiled
+            promote_compiles(self.ref, self.pool.compile_cache)
         self.v.reference_ran(case, r)
         c = self.ask(self.cand, {"op": "candidate", **at}, cb)
         if c is None:

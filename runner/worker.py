@@ -120,8 +120,14 @@ def _lock_down(scratch: str, keeper: int, ns: dict) -> dict:
         os.makedirs(path, exist_ok=True)
         os.environ[var] = path
     tempfile.tempdir = os.path.join(scratch, "tmp")
+    # Triton compiles into this job's own cache, and reads the runner's shared one only where it
+    # is mounted read-only here (runner.tcache).
+    os.environ["TRITON_CACHE_MANAGER"] = "runner.tcache:LayeredCacheManager"
+    if ns.get("compile_cache") != "shared, read-only":
+        os.environ.pop("GEAK_TRITON_SHARED_CACHE", None)
     privileges = sandbox.drop_privileges()
     return {"pid_namespace": ns.get("pid", "shared"), "network": ns.get("net", "shared"),
+            "compile_cache": ns.get("compile_cache", "own"),
             "capabilities": "none" if sandbox.capabilities() == 0 else "some",
             **{k: "yes" if v else "no" for k, v in privileges.items()}}
 
@@ -143,11 +149,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
         channel.send({"event": "fatal", "message": f"{type(e).__name__}: {e}"})
         return 1
     _STATE["device"] = info
-    try:  # this process as the machine sees it (inside a PID namespace getpid() differs)
-        host_pid = int(os.readlink("/proc/self"))
-    except (OSError, ValueError):
-        host_pid = os.getpid()
-    channel.send({"event": "hello", "device": schema.to_dict(info), "sandbox": sandbox_facts, "pid": host_pid})
+    channel.send({"event": "hello", "device": schema.to_dict(info), "sandbox": sandbox_facts})
     role = None
     while True:
         msg = channel.recv()

@@ -49,7 +49,8 @@ def _status(status: int) -> tuple[int | None, int | None]:
     return code, None
 
 
-def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, server_pid: int) -> None:
+def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, pidns: bool,
+            server_pid: int) -> None:
     """The job's first process (never returns)."""
     from . import sandbox
     try:
@@ -60,16 +61,21 @@ def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, se
         os.dup2(proto, 3)
         sandbox.close_fds({0, 1, 2, 3})
         sandbox.die_with_parent(server_pid)
-        ns = sandbox.enter_namespaces(pid=isolate, net=isolate)
+        ns = sandbox.enter_namespaces(pid=isolate and pidns, net=isolate)
         sandbox.set_subreaper()
         keeper = os.getpid()
         if ns.get("pid") == "own namespace":
             # The first process of a PID namespace is its init, which the kernel shields from
             # signals it has no handler for: the worker must not be that process.
             child = os.fork()
-            if child == 0:
+            if child == 0:  # init: a /proc of its own, then the worker; reaps; exits with its status
                 sandbox.die_with_parent(0)
-                _run_worker(os.fork(), scratch, ns)  # init: runs the worker, reaps, exits with its status
+                if not sandbox.mount_own_proc():
+                    os._exit(75)
+                shared = os.environ.get("GEAK_TRITON_SHARED_CACHE")
+                if shared and sandbox.bind_read_only(shared):
+                    ns["compile_cache"] = "shared, read-only"
+                _run_worker(os.fork(), scratch, ns)
         else:
             child = os.fork()
             if child == 0:
@@ -138,6 +144,7 @@ def main() -> int:
         return 1
     from . import sandbox
     sandbox.set_subreaper()  # orphans of a keeper that was killed land here, and are swept
+    pidns = isolate and sandbox.pid_namespace_works()
     me = os.getpid()
     jobs: dict[int, int] = {}  # keeper pid -> job
     _send(ctrl, {"event": "ready", "gpu": gpu, "pid": me})
@@ -161,7 +168,7 @@ def main() -> int:
                 if cmd.get("op") == "spawn" and len(fds) == 2:
                     pid = os.fork()
                     if pid == 0:
-                        _keeper(ctrl, fds, str(cmd["scratch"]), isolate, me)
+                        _keeper(ctrl, fds, str(cmd["scratch"]), isolate, pidns, me)
                     jobs[pid] = int(cmd["job"])
                     _send(ctrl, {"event": "spawned", "job": cmd["job"], "pid": pid})
                 for fd in fds:

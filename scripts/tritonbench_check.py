@@ -142,14 +142,15 @@ def mutate(tasks: Path, outdir: Path, per_task: int = 2) -> None:
 
 # --------------------------------------------------------------------------- plain runs
 
-def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int) -> None:
+def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gold").mkdir(exist_ok=True)
+    gold = gold or out / "gold"
+    gold.mkdir(parents=True, exist_ok=True)
     files = sorted(tasks.glob("*.py"))
     t0 = time.time()
 
     def original(f: Path) -> dict:
-        r = _sub(PLAIN.format(root=str(ROOT), path=str(f), twice=True, save=str(out / "gold" / f"{f.stem}.pt")))
+        r = _sub(PLAIN.format(root=str(ROOT), path=str(f), twice=True, save=str(gold / f"{f.stem}.pt")), 120)
         r["task"] = f.stem
         return r
 
@@ -164,11 +165,11 @@ def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int) -> None:
     muts = [m for m in sorted(mutants.glob("*/*.py")) if m.parent.name in ok]
 
     def label(m: Path) -> dict:
-        save = str(out / "gold" / f"{m.parent.name}__{m.stem}.pt")
-        r = _sub(PLAIN.format(root=str(ROOT), path=str(m), twice=False, save=save))
+        save = str(gold / f"{m.parent.name}__{m.stem}.pt")
+        r = _sub(PLAIN.format(root=str(ROOT), path=str(m), twice=False, save=save), 120)
         r.update(task=m.parent.name, mutant=m.stem)
         if r.get("ran"):
-            c = _sub(COMPARE.format(root=str(ROOT), a=str(out / "gold" / f"{m.parent.name}.pt"), b=save), 120)
+            c = _sub(COMPARE.format(root=str(ROOT), a=str(gold / f"{m.parent.name}.pt"), b=save), 120)
             r["wrong"] = not c.get("same", True)
             r["detail"] = c.get("detail")
         else:
@@ -278,6 +279,7 @@ def main() -> int:
     a.add_argument("out", type=Path)
     a.add_argument("--mutants", type=Path)
     a.add_argument("--jobs", type=int, default=12)
+    a.add_argument("--gold", type=Path, help="where the plain runs' results go (default OUT/gold)")
     a = sub.add_parser("single")
     a.add_argument("tasks", type=Path)
     a.add_argument("out", type=Path)
@@ -291,7 +293,7 @@ def main() -> int:
     if args.cmd == "mutate":
         mutate(args.tasks, args.mutants, args.per_task)
     elif args.cmd == "plain":
-        plain(args.tasks, args.out, args.mutants, args.jobs)
+        plain(args.tasks, args.out, args.mutants, args.jobs, args.gold)
     elif args.cmd == "single":
         single(args.tasks, args.out, args.jobs, args.device)
     else:

@@ -236,10 +236,27 @@ def test_concurrent_clients_and_a_worker_crash_mid_batch(daemon, project):
 
 
 def marked(mark: Path, sleep: float = 0.0, block: int = 128) -> str:
-    """A correct candidate that appends its worker's pid to ``mark`` at import and sleeps in the call
-    (the pid as this machine sees it: inside its own PID namespace the worker's ``getpid`` differs)."""
-    return kernel_variant(block=block, extra=f"import os, time\nopen({str(mark)!r}, 'a').write(os.readlink('/proc/self') + '\\n')",
+    """A correct candidate that appends a line to ``mark`` at import, names its process after the
+    mark file (``/proc/PID/comm``, so a test can find it from outside its PID namespace) and
+    sleeps in the call."""
+    name = mark.stem[:15]
+    return kernel_variant(block=block, extra=f"import os, time\nopen({str(mark)!r}, 'a').write('run\\n')\n"
+                                             f"open('/proc/self/comm', 'w').write({name!r})",
                           pre=f"    time.sleep({sleep})")
+
+
+def named(name: str) -> list[int]:
+    """Live processes whose name (comm) is ``name``."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/comm") as f:
+                    if f.read().strip() == name[:15] and alive(int(p)):
+                        out.append(int(p))
+            except OSError:
+                pass
+    return out
 
 
 def alive(pid: int) -> bool:
@@ -281,10 +298,11 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
             while runs(marks["A"]) == 0 or h.get("/v1/queue").json()["jobs"]["queued"] < 2:
                 assert time.monotonic() - t0 < 30  # A imported (mid-evaluation); B and the client's queued
                 time.sleep(0.05)
-        a_worker = int(marks["A"].read_text().split()[0])
+        a_worker = named(marks["A"].stem)
+        assert a_worker
         d.kill9()
         time.sleep(1.0)
-        assert not alive(a_worker)  # A's worker died with the daemon, mid-evaluation
+        assert not any(alive(p) for p in a_worker)  # A's worker died with the daemon, mid-evaluation
         d.start()
         started = [ln for ln in d.log if "listening on" in ln][-1]
         # A went back to the queue: 3 queued (A, B, the client's), 1 done (Z)
