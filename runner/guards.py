@@ -144,11 +144,25 @@ class LaunchRecorder:
                 recorder.note_signature(recorder.side, name, inner, args, kwargs, _not_specialized(fn_self))
             recorder.depth += 1
             try:
+                if recorder.depth == 1:
+                    # Inside a launch nothing is the user's own PyTorch work: leave the dispatch
+                    # modes (the CPU interpreter runs many torch ops per launch).
+                    with _no_dispatch_modes():
+                        return orig(fn_self, *args, **kwargs)
                 return orig(fn_self, *args, **kwargs)
             finally:
                 recorder.depth -= 1
 
         return run
+
+
+def _no_dispatch_modes():
+    try:
+        from torch.utils._python_dispatch import _disable_current_modes
+        return _disable_current_modes()
+    except Exception:  # older torch: keep the modes
+        import contextlib
+        return contextlib.nullcontext()
 
 
 def _not_specialized(fn_self) -> frozenset:

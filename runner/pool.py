@@ -765,6 +765,8 @@ class WorkerPool:
             try:
                 result = Session(self, req, ref, cand, xdir).run()
             finally:
+                if req.candidate is None:  # the target against itself: no candidate code ran there
+                    promote_compiles(cand, self.compile_cache)
                 cand.close()
                 self._return_reference(ref)
                 shutil.rmtree(xdir, ignore_errors=True)

@@ -113,59 +113,84 @@ class Session:
 
     def ask(self, job: Job, msg: dict, budget: Budget, lock: Optional[str] = "read") -> Optional[dict]:
         """One op; a failure reply ends the evaluation (None)."""
-        reply = job.call(msg, lock, budget)
-        if "failure" in reply:
-            if job is self.ref:
-                self.ref.clean = False
-            self.v.fail(reply["failure"])
-            return None
-        return reply
+        return self.settle(job, job.call(msg, lock, budget))
 
     def trials(self, run: list[int]) -> None:
+        """Per case, the trials in a pipeline: while the candidate runs trial t, the reference
+        prepares trial t + 1; then the reference judges trial t."""
         self.stage = "run"
         t0 = time.monotonic()
         rb, cb = Budget(self.opts.limits.run_s), Budget(self.opts.limits.run_s)
-        ran = []
-        for case in run:
-            for trial in range(self.opts.trials):
-                ok = self.trial(case, trial, rb, cb)
-                if ok is None:  # the evaluation ended
-                    self.stages["run"] = time.monotonic() - t0
+        ran: list[int] = []
+        try:
+            for case in run:
+                outcome = self.case_trials(case, rb, cb)
+                if outcome is None:  # the evaluation ended
                     return
-                if ok == "skipped":
-                    break
-                if case not in ran:
+                if outcome != "skipped":
                     ran.append(case)
-                if not ok:
-                    break
-        self.ran = ran
-        self.stages["run"] = time.monotonic() - t0
+        finally:
+            self.ran = ran
+            self.stages["run"] = time.monotonic() - t0
         if not ran and not self.v.done:
             first = next((c for c in self.v.result.cases if c.skipped), None)
             self.v.crashed("compile_error", "no_inputs", "reference",
                            "no input case can run here: " + (first.skipped if first else "no cases"),
                            hint="add a small case to INPUT_CASES for the interpreter, or use a GPU runner")
 
-    def trial(self, case: int, trial: int, rb: Budget, cb: Budget):
-        """Returns True (right), False (wrong), "skipped", or None (the evaluation ended)."""
-        at = {"case": case, "trial": trial}
-        r = self.ask(self.ref, {"op": "reference", **at}, rb)
+    def case_trials(self, case: int, rb: Budget, cb: Budget):
+        """True (every trial right), False (a wrong trial), "skipped", or None (the end)."""
+        r = self.settle(self.ref, self.ref.call({"op": "reference", "case": case, "trial": 0}, "read", rb))
         if r is None:
             return None
         if r.get("skipped"):
             self.v.skip(case, r["skipped"])
             return "skipped"
-        if trial == 0:  # what the reference compiled, the candidate's worker finds compiled
-            promote_compiles(self.ref, self.pool.compile_cache)
+        promote_compiles(self.ref, self.pool.compile_cache)  # the candidate finds them compiled
         self.v.reference_ran(case, r)
-        c = self.ask(self.cand, {"op": "candidate", **at}, cb)
-        if c is None:
+        for trial in range(self.opts.trials):
+            at = {"case": case, "trial": trial}
+            box: dict = {}
+
+            def candidate():
+                try:
+                    box["c"] = self.cand.call({"op": "candidate", **at}, "read", cb)
+                except Stopped as s:
+                    box["c"] = s
+
+            th = threading.Thread(target=candidate)
+            th.start()
+            nxt = None
+            try:
+                if trial + 1 < self.opts.trials:
+                    nxt = self.ref.call({"op": "reference", "case": case, "trial": trial + 1}, "read", rb)
+            finally:
+                th.join()
+            if isinstance(box["c"], Stopped):
+                raise box["c"]
+            c = self.settle(self.cand, box["c"])
+            if c is None:
+                return None
+            self.v.candidate_ran(c)
+            j = self.ask(self.ref, {"op": "judge", **at}, rb)
+            if j is None:
+                return None
+            if not self.v.judged(case, trial, j, self.seed(case, trial)):
+                return False
+            if nxt is not None:
+                if self.settle(self.ref, nxt) is None:
+                    return None
+                self.v.reference_ran(case, nxt)
+        return True
+
+    def settle(self, job: Job, reply: dict) -> Optional[dict]:
+        """A reply, or None when it reports a failure (which ends the evaluation)."""
+        if "failure" in reply:
+            if job is self.ref:
+                self.ref.clean = False
+            self.v.fail(reply["failure"])
             return None
-        self.v.candidate_ran(c)
-        j = self.ask(self.ref, {"op": "judge", **at}, rb)
-        if j is None:
-            return None
-        return self.v.judged(case, trial, j, self.seed(case, trial))
+        return reply
 
     def observe(self) -> None:
         obs = self.ask(self.cand, {"op": "observe"}, Budget(self.opts.limits.run_s), None)
@@ -205,13 +230,17 @@ class Session:
             w = time.monotonic()
             lock.acquire_write()
             self.cand.wait_s += time.monotonic() - w
+            alone = None
             try:
-                alone = self.ask(self.ref, {"op": "time_alone", "case": case}, rb, "held")
-                if alone is None:
-                    break
                 t0_op = time.monotonic()
                 t = self.ask(self.cand, {"op": "time", "case": case}, tb, "held")
                 wall = time.monotonic() - t0_op
+                if t is not None and _claims_faster(t.get("timing")) and not self.v.self_check:
+                    # A candidate that looks faster: the reference timed by itself, in its own
+                    # process, must agree with the reference timed beside the candidate.
+                    alone = self.ask(self.ref, {"op": "time_alone", "case": case}, rb, "held")
+                    if alone is None:
+                        break
             finally:
                 lock.release_write()
             if t is None:
@@ -254,8 +283,9 @@ class Session:
             limit = {"import": limits.import_s, "run": limits.run_s, "timing": limits.timing_s}[stage]
             self.v.crashed("timeout", "timeout",
                            side, f"timed out after {limit:g} s in the {stage} phase{where}; the worker was killed",
-                           hint="an endless loop or a kernel that never finishes? raise limits in [tool.geak] "
-                                "if the work is just long", log=log)
+                           hint="an endless loop or a kernel that never finishes? If the work is just long, "
+                                "raise the limit (--timeout, or [tool.geak.limits]; a runner daemon caps "
+                                "limits at its own ceilings)", log=log)
             self.v.result.status = "timeout"
         elif s.kind == "host_oom":
             self.v.crashed("crashed", "host_oom", side, f"{s.message} in the {stage} phase{where}; the worker was "
@@ -302,6 +332,14 @@ class Session:
         out["processes"] = ("own PID namespace, killed with the job" if facts.get("pid_namespace") == "own namespace"
                             else "killed with the job (subreaper sweep)")
         return out
+
+
+def _claims_faster(t: Optional[dict]) -> bool:
+    try:
+        spread = max(float(t.get("ref_spread_pct") or 0), float(t.get("cand_spread_pct") or 0)) / 100
+        return float(t["ref_ms"]) > float(t["cand_ms"]) * (1 + max(0.01, spread))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return False
 
 
 def _request_dict(req: EvalRequest) -> dict:

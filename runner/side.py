@@ -67,6 +67,7 @@ class Side:
         return classify(exc, side, where, self.trees)
 
     def import_side(self, side: str, path: str, before=None):
+        seed_all(self.opts.seed)  # what a module draws at import is the same in every process
         try:
             self.trees.write(side)
             return self.trees.import_module(side, path, before)

@@ -59,7 +59,7 @@ class Verdict:
         if not any(f.code == code and f.message == message for f in r.flags):
             r.flags.append(Flag(code, "reject", message))
         if r.status != "rejected" and not (self.done and r.status != "ok"):
-            r.status, r.correct, r.message = "rejected", False, f"rejected: {message}"
+            r.status, r.correct, r.message = "rejected", False, message
             self.done = True
 
     def flag(self, code: str, severity: str, message: str) -> None:
