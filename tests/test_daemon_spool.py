@@ -65,7 +65,7 @@ def test_spool_end_to_end(tmp_path, project):
         d.start()
         assert wait_for(spool / "later.result.json")["status"] == "ok"
         assert wait_for(spool / "byhand.result.json")["status"] == "ok"
-        with d.http(None) as h:
+        with d.http() as h:
             assert h.get("/v1/jobs/byhand").json()["attempts"] == 1
 
         # The CLI through the spool.

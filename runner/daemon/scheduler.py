@@ -20,7 +20,8 @@ from typing import Callable, Optional
 
 from ..local import LocalRunner
 from ..pool import PoolError
-from ..schema import DeviceInfo, ErrorInfo, EvalResult, SchemaError, request_from_json, to_json
+from ..schema import (DeviceInfo, ErrorInfo, EvalResult, Flag, SchemaError, from_dict, request_from_json,
+                      to_json)
 from .store import Store
 
 log = logging.getLogger("geak-runner")
@@ -91,13 +92,15 @@ def worker_launcher(state: Path) -> Optional[str]:
 
 class Lane:
     def __init__(self, index: int, gpu: Optional[str], workers: int, device: str,
-                 python: Optional[str] = None):
+                 python: Optional[str] = None, scratch: Optional[Path] = None):
         self.index = index
         self.gpu = gpu
         self.workers = workers
         env = {"GEAK_DAEMON_PID": str(os.getpid())}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
+        if scratch is not None:  # the workers' temporary files: swept at the daemon's next start
+            env["TMPDIR"] = str(scratch)
         self.runner = LocalRunner(workers=workers, device=device, env=env, python=python)
         self._info: Optional[DeviceInfo] = None
 
@@ -109,10 +112,10 @@ class Lane:
 
 class Scheduler:
     def __init__(self, store: Store, gpus: list[Optional[str]], workers: int, device: str,
-                 max_queue: int = 256):
+                 max_queue: int = 256, scratch: Optional[Path] = None):
         self.store = store
         python = worker_launcher(store.path.parent)
-        self.lanes = [Lane(i, g, workers, device, python) for i, g in enumerate(gpus)]
+        self.lanes = [Lane(i, g, workers, device, python, scratch) for i, g in enumerate(gpus)]
         self.max_queue = max_queue
         self._cond = threading.Condition()
         self._stopping = False
@@ -196,7 +199,7 @@ class Scheduler:
                         return
                     self._cond.wait(timeout=1.0)
                 continue
-            jid, text, attempts = claimed
+            jid, text, attempts, notes = claimed
             with self._cond:
                 self._running += 1
             t0 = time.monotonic()
@@ -205,6 +208,11 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._running -= 1
+            for n in notes:  # e.g. a limit lowered to this runner's ceiling at submission
+                try:
+                    result.flags.append(from_dict(Flag, n))
+                except SchemaError:
+                    pass
             dt = time.monotonic() - t0
             self._ema_s = 0.8 * self._ema_s + 0.2 * dt
             log.info("job %s (lane %d): %s in %.2f s: %s", jid, lane.index, result.status, dt,
