@@ -122,6 +122,7 @@ def test_cli_bad_input_exits_2_without_a_traceback(tmp_path):
         ((str(FIX / "geak"), "--strategy", "llm"), "--provider"),
         ((str(FIX / "geak"), "--baselines", "jit"), "unknown kind 'jit'"),
         ((str(FIX / "geak"), "--k", "0"), "--k takes"),
+        ((str(FIX / "geak"), "--eval-timeout", "-3"), "--eval-timeout must be a positive number"),
     ]
     for args, message in cases:
         p = geak(*args)

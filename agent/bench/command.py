@@ -42,6 +42,9 @@ def add_bench_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--jobs", type=int, default=None,
                    help="tasks in flight at once (default: --workers for none, 1 for tune and llm)")
     b.add_argument("--trials", type=int, default=None, help="fresh seeded inputs per case (default 3)")
+    b.add_argument("--eval-timeout", dest="eval_timeout", type=float, metavar="S",
+                   help="time limit in seconds for each phase of every evaluation (import, run, timing); "
+                        "default from [tool.geak.limits]: 120, 300, 300")
     b.add_argument("--arch", default=None, metavar="ARCH", help="tune: target arch (default: the runner's GPU)")
     b.add_argument("--max-configs", type=int, default=48, help="tune: configs per task at most (default 48)")
     b.add_argument("--emit", choices=["constants", "autotune"], default="constants", help="tune: the edit's form")
@@ -124,6 +127,9 @@ def run_bench(args) -> int:
         opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
         opts.device = args.device
         opts.trials = settings.trials
+        if args.eval_timeout is not None:
+            from agent.cli import phase_limits
+            opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
         broken = check_requests(tasks, opts)
         for t in broken:  # reported as harness errors; the other tasks run
             _err(f"geak: harness error, not run: {t.error}")
