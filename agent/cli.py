@@ -122,13 +122,6 @@ def _peak(t) -> str:
     return "-"
 
 
-def device_text(d) -> str:
-    """``NVIDIA H200 (cuda, sm_90)``; a name that already says its backend is not repeated:
-    ``CPU (Triton interpreter)``."""
-    extra = [x for x in (d.backend if d.backend.lower() not in d.name.lower() else None, d.arch) if x]
-    return d.name + (f" ({', '.join(extra)})" if extra else "")
-
-
 def _without_status(message: str, status: str) -> str:
     """The result's message without a leading ``status:`` (the verdict already says it)."""
     head, sep, rest = message.partition(":")
@@ -141,7 +134,7 @@ def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
     lines.append(head)
     d = result.device
     if d:
-        lines.append(f"device     {device_text(d)}"
+        lines.append(f"device     {d.describe()}"
                      + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
     if result.cases:
         rows = [("case", "shapes", "result", "max abs", "max rel", "ref ms", "cand ms", "speedup", "% of peak")]

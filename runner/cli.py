@@ -99,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(to_json(d, indent=2))
         else:
             peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
-            print(f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''}{peak}); torch {d.torch}, "
+            print(f"{d.describe()}{peak}; torch {d.torch}, "
                   f"triton {d.triton}")
         return 0
     return 2

@@ -264,6 +264,12 @@ class DeviceInfo:
     torch: Optional[str] = None
     triton: Optional[str] = None
 
+    def describe(self) -> str:
+        """``NVIDIA H200 (cuda, sm_90)``; a name that already says its backend does not repeat
+        it: ``CPU (Triton interpreter)``."""
+        extra = [x for x in (None if self.backend.lower() in self.name.lower() else self.backend, self.arch) if x]
+        return self.name + (f" ({', '.join(extra)})" if extra else "")
+
 
 @dataclass
 class EvalResult:

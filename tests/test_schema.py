@@ -105,3 +105,8 @@ def test_project_limits_must_be_positive(tmp_path):
     with pytest.raises(ConfigError, match=r"\[tool.geak\].limits.run_s: expected a positive number"):
         options_from_settings({"limits": {"run_s": 0}})
     assert options_from_settings({"limits": {"run_s": 5}}).limits.run_s == 5
+
+
+def test_device_description_does_not_repeat_the_backend():
+    assert DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter").describe() == "CPU (Triton interpreter)"
+    assert DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90").describe() == "NVIDIA H200 (cuda, sm_90)"
