@@ -92,15 +92,13 @@ def worker_launcher(state: Path) -> Optional[str]:
 
 class Lane:
     def __init__(self, index: int, gpu: Optional[str], workers: int, device: str,
-                 python: Optional[str] = None, scratch: Optional[Path] = None):
+                 python: Optional[str] = None):
         self.index = index
         self.gpu = gpu
         self.workers = workers
         env = {"GEAK_DAEMON_PID": str(os.getpid())}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        if scratch is not None:  # the workers' temporary files: swept at the daemon's next start
-            env["TMPDIR"] = str(scratch)
         self.runner = LocalRunner(workers=workers, device=device, env=env, python=python)
         self._info: Optional[DeviceInfo] = None
 
@@ -112,10 +110,10 @@ class Lane:
 
 class Scheduler:
     def __init__(self, store: Store, gpus: list[Optional[str]], workers: int, device: str,
-                 max_queue: int = 256, scratch: Optional[Path] = None):
+                 max_queue: int = 256):
         self.store = store
         python = worker_launcher(store.path.parent)
-        self.lanes = [Lane(i, g, workers, device, python, scratch) for i, g in enumerate(gpus)]
+        self.lanes = [Lane(i, g, workers, device, python) for i, g in enumerate(gpus)]
         self.max_queue = max_queue
         self._cond = threading.Condition()
         self._stopping = False
