@@ -9,14 +9,18 @@ Exit codes: 0 success, 1 the work ran but found no verified result, 2 bad usage 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
 from runner.config import ConfigError, options_from_settings, project_settings
-from runner.schema import EvalOptions, EvalResult, Tolerance, to_json
-from runner.source import SourceError, build_request, find_project_root, parse_spec
+from runner.schema import EvalOptions, EvalResult, Limits, Tolerance, to_json
+from runner.source import SourceError, build_request, declared_case_count, find_project_root, parse_spec
 
 EXIT_OK, EXIT_UNVERIFIED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -46,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--atol", type=float, help="absolute tolerance for every float dtype")
     e.add_argument("--rtol", type=float, help="relative tolerance for every float dtype")
     e.add_argument("--no-timing", action="store_true", help="correctness only")
+    e.add_argument("--timeout", "--eval-timeout", dest="eval_timeout", type=float, metavar="S",
+                   help="time limit in seconds for each phase of the evaluation (import, run, timing); "
+                        "default from [tool.geak.limits]: 120, 300, 300")
     e.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
     e.add_argument("--arch", metavar="ARCH",
                    help="also compile the launched kernels ahead of time for sm_80, sm_90, gfx90a, "
@@ -71,6 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --emit autotune: the kernel arguments the choice is keyed on "
                         "(default: its integer size arguments, strides left out)")
     o.add_argument("--out", metavar="FILE", help="write the target file with the best config to FILE")
+    o.add_argument("--preview", action="store_true",
+                   help="show the edit as a diff (on stderr) without writing it; without a GPU, the "
+                        "untimed edit (see --untimed)")
+    o.add_argument("--untimed", action="store_true",
+                   help="with --out, when nothing could be timed (no GPU): write the untimed edit, an "
+                        "@triton.autotune over the original and verified-correct configs, for a GPU to "
+                        "choose from at run time")
+    o.add_argument("--eval-timeout", dest="eval_timeout", type=float, metavar="S",
+                   help="time limit in seconds for each phase of every evaluation (import, run, timing); "
+                        "default from [tool.geak.limits]: 120, 300, 300")
     o.add_argument("--json", action="store_true", help="print the optimize report as JSON on stdout")
     from agent.llm.options import add_llm_options
     add_llm_options(o)
@@ -105,20 +122,30 @@ def _peak(t) -> str:
     return "-"
 
 
+def _without_status(message: str, status: str) -> str:
+    """The result's message without a leading ``status:`` (the verdict already says it)."""
+    head, sep, rest = message.partition(":")
+    return rest.strip() if sep and head.strip().lower() == status.lower() and rest.strip() else message
+
+
 def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
     lines = []
     head = f"geak eval  {target}" + (f"  vs  {candidate}" if candidate else "  (against itself)")
     lines.append(head)
     d = result.device
     if d:
-        lines.append(f"device     {d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
+        lines.append(f"device     {d.describe()}"
                      + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
     if result.cases:
         rows = [("case", "shapes", "result", "max abs", "max rel", "ref ms", "cand ms", "speedup", "% of peak")]
         for c in result.cases:
             status = "skipped" if c.skipped else ("pass" if c.passed else ("FAIL" if c.trials else "-"))
             t = c.timing
-            rows.append((c.label, c.shapes, status, _fmt(c.max_abs_err), _fmt(c.max_rel_err),
+            # A case that failed with no numeric error failed on structure (shape, dtype, length,
+            # mutation): an error of 0 would read as "equal".
+            structural = not c.passed and c.trials and not (c.max_abs_err or c.max_rel_err)
+            rows.append((c.label, c.shapes, status, "-" if structural else _fmt(c.max_abs_err),
+                         "-" if structural else _fmt(c.max_rel_err),
                          _fmt(t.ref_ms, ".4f") if t else "-", _fmt(t.cand_ms, ".4f") if t else "-",
                          f"{t.speedup:.2f}x" if t else "-", _peak(t)))
         widths = [min(max(len(r[i]) for r in rows), 44) for i in range(len(rows[0]))]
@@ -132,7 +159,7 @@ def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
             elif c.detail and not c.passed:
                 lines.append(f"  {c.label}: {c.detail}")
     verdict = {"ok": "VERIFIED" if candidate else "OK"}.get(result.status, result.status.upper())
-    lines.append(f"verdict    {verdict}: {result.message}")
+    lines.append(f"verdict    {verdict}: {_without_status(result.message, result.status)}")
     if result.timing:
         t = result.timing
         lines.append(f"timing     Σ ref {t.ref_ms:.4f} ms, Σ cand {t.cand_ms:.4f} ms, speedup "
@@ -158,12 +185,14 @@ def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
         for r in rows:
             lines.append("  " + "  ".join(v[:widths[i]].ljust(widths[i]) for i, v in enumerate(r)).rstrip())
     for f in result.flags:
-        if f.severity != "info" or result.status == "rejected":
+        if f.code == "limit_lowered":  # the runner's ceiling, not the candidate's doing
+            lines.append(f"note       {f.message}")
+        elif f.severity != "info" or result.status == "rejected":
             lines.append(f"{f.severity:<10} {f.code}: {f.message}")
     if result.error:
         e = result.error
         if e.hint:
-            lines.append(f"what to do {e.hint}")
+            lines.append(f"what to do: {e.hint}")
         if e.traceback and e.traceback.strip() != e.message.strip():
             lines.append("")
             lines.extend("  " + ln for ln in e.traceback.strip().splitlines()[-25:])
@@ -203,10 +232,103 @@ def _options(args, root: Path) -> EvalOptions:
                                               rtol=args.rtol if args.rtol is not None else 0.0)
     if args.no_timing:
         opts.timing = False
+    if args.eval_timeout is not None:
+        opts.limits = phase_limits(opts.limits, args.eval_timeout)
     if args.arch:
         opts.aot_arch = args.arch
     opts.device = args.device
     return opts
+
+
+def phase_limits(limits: Limits, seconds: float, option: str = "--timeout") -> Limits:
+    """``limits`` with every phase (import, run, timing) limited to ``seconds``."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{option} must be a positive number of seconds")
+    return dataclasses.replace(limits, import_s=seconds, run_s=seconds, timing_s=seconds)
+
+
+class TimeLimited:
+    """A runner whose evaluations run under at most ``seconds`` per phase (``--eval-timeout``)."""
+
+    def __init__(self, runner, seconds: float):
+        self.runner, self.seconds = runner, seconds
+
+    def _limit(self, req):
+        lim = req.options.limits
+        req.options.limits = dataclasses.replace(lim, **{k: min(getattr(lim, k), self.seconds)
+                                                         for k in ("import_s", "run_s", "timing_s")})
+        return req
+
+    def evaluate(self, request):
+        return self.runner.evaluate(self._limit(request))
+
+    def evaluate_many(self, requests):
+        return self.runner.evaluate_many([self._limit(r) for r in requests])
+
+    def __getattr__(self, name):  # device_info, close, pool, ...
+        return getattr(self.runner, name)
+
+
+class Ticker:
+    """While a call that may take long runs, say on stderr what is running and for how long:
+    after ``first_s``, then every ``every_s`` (a terminal gets one line, updated each second)."""
+
+    def __init__(self, what: str, limits: Optional[Limits] = None, option: str = "--timeout",
+                 first_s: float = 5.0, every_s: float = 15.0, stream=None):
+        self.what, self.first_s, self.every_s = what, first_s, every_s
+        self.stream = stream or sys.stderr
+        self.tail = ""
+        if limits is not None:
+            self.tail = (f" (limits per evaluation phase: import {limits.import_s:g} s, run {limits.run_s:g} s, "
+                         f"timing {limits.timing_s:g} s; {option} S to change)")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._shown = False
+        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def _run(self):
+        t0 = time.monotonic()
+        if self._stop.wait(self.first_s):
+            return
+        last = 0.0
+        while not self._stop.is_set():
+            el = time.monotonic() - t0
+            if self._tty:
+                self.stream.write(f"\r\x1b[2K  ... {self.what}: {el:.0f} s so far{self.tail}"[:200])
+                self.stream.flush()
+                self._shown = True
+                self._stop.wait(1.0)
+            else:
+                if not self._shown or el - last >= self.every_s:
+                    print(f"  ... {self.what}: {el:.0f} s so far{self.tail}", file=self.stream, flush=True)
+                    self._shown, last = True, el
+                self._stop.wait(min(1.0, self.every_s))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(2)
+        if self._tty and self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def check_cases(opts: EvalOptions, req, option: str = "--cases") -> None:
+    """``--cases`` against the cases the target's file declares, where that can be told before
+    running (a literal INPUT_CASES, or get_inputs() alone: one case)."""
+    if opts.cases is None:
+        return
+    if any(i < 0 for i in opts.cases):
+        raise ConfigError(f"{option} takes case indices from 0, e.g. 0,2")
+    n = declared_case_count(req.files[req.target.path])
+    bad = [i for i in opts.cases if n is not None and i >= n]
+    if bad:
+        which = f"INPUT_CASES, indices 0-{n - 1}" if n > 1 else "get_inputs() without INPUT_CASES: index 0"
+        raise ConfigError(f"{option} {','.join(map(str, bad))}: {req.target.path} declares {n} input "
+                          f"case{'s' if n != 1 else ''} ({which})")
 
 
 def make_runner(spec: Optional[str], device: str, workers: int):
@@ -231,6 +353,7 @@ def cmd_eval(args) -> int:
         root = find_project_root(Path(path))
         opts = _options(args, root)
         req, info, flags = build_request(args.target, args.candidate, opts, root=root)
+        check_cases(opts, req)
         runner = make_runner(args.runner, args.device, args.workers)
     except SourceError as e:
         _err(f"geak: {e.info.message}")
@@ -245,9 +368,11 @@ def cmd_eval(args) -> int:
         return EXIT_BAD_INPUT
     if info.note:
         _err(f"note: {info.note}")
-    _err(f"evaluating {req.target}" + (f" against {req.candidate}" if req.candidate else "") + " ...")
+    what = f"evaluating {req.target}" + (f" against {req.candidate}" if req.candidate else "")
+    _err(what + " ...")
     try:
-        result = runner.evaluate(req)
+        with Ticker(what, req.options.limits):
+            result = runner.evaluate(req)
     finally:
         runner.close()
     _err(render(result, str(req.target), str(req.candidate) if req.candidate else None))
@@ -264,12 +389,22 @@ def render_tune(report) -> str:
         lines.append("original   " + ", ".join(f"{k}={v}" for k, v in sorted(report.original.items())))
     if report.trials or report.screened:
         rows = [("config", "result", "regs", "spills", "shared", "occupancy", "speedup")]
+
+        def costliest(resources):  # what does not fit, else what spills most, else most registers
+            return max(resources, key=lambda r: (not r.fits, r.spill_bytes or 0, r.registers or 0), default=None)
+
+        k = costliest(report.original_resources)
+        rows.append((", ".join(f"{n}={v}" for n, v in sorted(report.original.items())) or "as written",
+                     "the original (reference)",
+                     str(k.registers) if k and k.registers is not None else "-",
+                     f"{k.spill_bytes} B" if k and k.spill_bytes is not None else "-",
+                     f"{k.shared_bytes} B" if k and k.shared_bytes is not None else "-",
+                     f"{k.occupancy_pct:.0f}%" if k and k.occupancy_pct is not None else "-",
+                     "1.000x" if report.timed else "-"))
         # The configs that ran, fastest first, then those pruned unrun by the compile screen.
         order = sorted(report.trials, key=lambda t: -(t.speedup or 0.0)) + list(report.screened)
         for t in order:
-            # The config's costliest launch: what does not fit, else what spills most, else most registers.
-            k = max(t.resources, key=lambda r: (not r.fits, r.spill_bytes or 0, r.registers or 0),
-                    default=None)
+            k = costliest(t.resources)
             rows.append((", ".join(f"{n}={v}" for n, v in sorted(t.config.items())),
                          ("pruned: " + t.pruned) if t.pruned and (t.correct or t.status == "pruned") else
                          ("correct" if t.correct else t.status),
@@ -300,13 +435,81 @@ def render_tune(report) -> str:
     return "\n".join(lines)
 
 
+def untimed_edit(runner, req, report, key: Optional[list[str]] = None) -> tuple[Optional[str], str]:
+    """Where nothing could be timed: an ``@triton.autotune`` over the original config and up to
+    three verified-correct ones (the most occupancy on the arch, then the fewest registers), for
+    a GPU to choose from at run time; checked once more as written. ``(source or None, what it
+    is, or why there is none)``."""
+    from agent.tune.knobs import find_autotune, find_launch_sites, render_autotune, render_autotune_launch
+    from agent.tune.tuner import DEFAULT_LAUNCH, _request, shape_key
+
+    verified = [t for t in report.trials if t.correct and t.status == "ok" and not t.pruned]
+    if not verified:
+        return None, "no config was verified correct"
+    path = req.target.path
+    text = req.files[path]
+    site = find_launch_sites(text, req.target.symbol)[0]
+
+    def rank(t):
+        occ = min((k.occupancy_pct or 0.0 for k in t.resources), default=0.0)
+        regs = max((k.registers or 0 for k in t.resources), default=0)
+        return (-occ, regs)
+    chosen = [dict(t.config) for t in sorted(verified, key=rank)[:3]]
+    at, _ = find_autotune(text, site.kernel)
+    try:
+        if at is not None:
+            configs = list(at.configs) + [c for c in chosen if c not in at.configs]
+            source = render_autotune(text, at, configs)
+            label = f"the kernel's {len(at.configs)} autotune config(s) and {len(configs) - len(at.configs)} more"
+        else:
+            defaults = DEFAULT_LAUNCH["hip" if report.arch.startswith("gfx") else "cuda"]
+            names = sorted({n for c in chosen for n in c})
+            original = {n: report.original.get(n, defaults.get(n)) for n in names
+                        if n in report.original or n in defaults}
+            configs = [original] + [{**original, **c} for c in chosen if {**original, **c} != original]
+            source = render_autotune_launch(text, site, configs, key or shape_key(text, site, report.trials))
+            label = f"the original config and {len(configs) - 1} verified one(s)"
+    except ValueError as e:
+        return None, f"cannot write it as an @triton.autotune: {e}"
+    check = runner.evaluate(_request(req, source, timing=False))
+    if not check.correct:
+        return None, f"the @triton.autotune edit failed its check: {check.status}: {check.message}"
+    return source, (f"an @triton.autotune over {label}, verified correct on {report.device or 'the runner'} "
+                    "but not timed: on a GPU, Triton times them at the first call and keeps the fastest")
+
+
+def diff_text(old: str, new: str, path: str) -> str:
+    import difflib
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}")).rstrip("\n")
+
+
+def _optimize_llm(args) -> int:
+    from agent.llm.command import run_llm_optimize
+    if args.preview or args.untimed:
+        _err("geak: --preview and --untimed are for --strategy tune")
+        return EXIT_BAD_INPUT
+    if args.eval_timeout is None:
+        return run_llm_optimize(args)
+    try:
+        phase_limits(Limits(), args.eval_timeout, "--eval-timeout")
+        runner = TimeLimited(make_runner(args.runner, args.device, args.workers), args.eval_timeout)
+    except ConfigError as e:
+        _err(f"geak: {e}")
+        return EXIT_BAD_INPUT
+    try:
+        return run_llm_optimize(args, runner=runner)
+    finally:
+        runner.close()
+
+
 def cmd_optimize(args) -> int:
     if args.strategy == "llm":
-        from agent.llm.command import run_llm_optimize
-        return run_llm_optimize(args)
+        return _optimize_llm(args)
+    from agent.tune.knobs import find_launch_sites
     from agent.tune.tuner import tune
     from runner.aot import ARCHS, DEFAULT_ARCH
-    from runner.schema import to_dict
+    from runner.schema import ErrorInfo, to_dict
     import json
     try:
         path, _ = parse_spec(args.target)
@@ -315,7 +518,20 @@ def cmd_optimize(args) -> int:
         opts.device = args.device
         if args.max_configs < 1 or args.trials < 1:
             raise ConfigError("--max-configs and --trials must be at least 1")
+        if args.untimed and not args.out:
+            raise ConfigError("--untimed goes with --out FILE (it says what to write there); --preview shows it")
+        if args.eval_timeout is not None:
+            opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
         req, info, _ = build_request(args.target, None, opts, root=root)
+        if not find_launch_sites(req.files[req.target.path], req.target.symbol):
+            where = req.target.path
+            raise SourceError(ErrorInfo(
+                kind="bad_request", side="reference", file=where,
+                message=f"{req.target} launches no Triton kernel defined in {where}, so there is no launch "
+                        "setting for --strategy tune (the default) to search",
+                hint=f"to have a model write a Triton kernel for it: geak optimize {args.target} --strategy llm "
+                     "--provider openai|anthropic --model M (the key from OPENAI_API_KEY or ANTHROPIC_API_KEY); "
+                     "for a kernel launched from another file, name that file's wrapper"))
         if args.arch and args.arch not in ARCHS:
             raise ConfigError(f"unknown arch '{args.arch}': use one of {', '.join(sorted(ARCHS))}")
         runner = make_runner(args.runner, args.device, args.workers)
@@ -327,9 +543,11 @@ def cmd_optimize(args) -> int:
     except ConfigError as e:
         _err(f"geak: {e}")
         return EXIT_BAD_INPUT
+    untimed: Optional[tuple[Optional[str], str]] = None
     try:
         # The original must be right on its own inputs before anything is compared with it.
-        base = runner.evaluate(req)
+        with Ticker(f"checking the original {req.target}", opts.limits, "--eval-timeout"):
+            base = runner.evaluate(req)
         if not base.correct:
             _err(render(base, str(req.target), None))
             if not (base.error and base.error.kind == "runner_unavailable"):
@@ -340,19 +558,52 @@ def cmd_optimize(args) -> int:
         gpu = bool(base.device and base.device.backend != "interpreter" and base.timing)
         key = [k.strip() for k in args.key.split(",") if k.strip()] if args.key else None
         try:
-            report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials,
-                          timed=gpu, emit=args.emit, key=key)
+            with Ticker(f"tuning {req.target}", opts.limits, "--eval-timeout"):
+                report = tune(runner, req, arch, max_configs=args.max_configs, trials_per_case=args.trials,
+                              timed=gpu, emit=args.emit, key=key)
         except ValueError as e:
             _err(f"geak: {e}")
             return EXIT_BAD_INPUT
+        if not report.improved and not report.timed and report.trials and (args.preview or args.untimed):
+            with Ticker("checking the untimed edit", opts.limits, "--eval-timeout"):
+                untimed = untimed_edit(runner, req, report, key)
     finally:
         runner.close()
     _err(render_tune(report))
-    if report.improved and args.out:
-        Path(args.out).write_text(report.source, encoding="utf-8")
-        _err(f"wrote {args.out}")
+    text = req.files[req.target.path]
+    if args.preview:
+        if report.improved:
+            _err("preview of the edit (--out FILE writes it):\n" + diff_text(text, report.source, req.target.path))
+        elif untimed and untimed[0]:
+            _err(f"preview of the untimed edit ({untimed[1]}; --untimed --out FILE writes it):\n"
+                 + diff_text(text, untimed[0], req.target.path))
+        else:
+            _err("preview: no edit to show: " + (untimed[1] if untimed else "no config was verified faster"))
+    if args.out:
+        if report.improved:
+            Path(args.out).write_text(report.source, encoding="utf-8")
+            _err(f"wrote {args.out}")
+        elif args.untimed and untimed and untimed[0]:
+            Path(args.out).write_text(untimed[0], encoding="utf-8")
+            _err(f"wrote {args.out}: {untimed[1]}")
+        else:
+            if report.timed:
+                why = "no config was verified faster than the original"
+            elif not report.trials:
+                why = report.message
+            elif args.untimed:
+                why = "nothing could be timed here, and there is no untimed edit: " + (untimed[1] if untimed else "")
+            else:
+                why = ("nothing could be timed here (timing needs a GPU), so no config is known to be faster; "
+                       + ("--preview shows the untimed edit (an @triton.autotune over the original and verified "
+                          "configs, for a GPU to choose from) and " if not args.preview else "")
+                       + "--untimed --out FILE writes the untimed edit")
+            _err(f"geak: wrote nothing to {args.out}: {why}")
     if args.json:
-        print(json.dumps(to_dict(report), indent=2))
+        doc = to_dict(report)
+        if untimed and untimed[0]:
+            doc["untimed_source"] = untimed[0]
+        print(json.dumps(doc, indent=2))
     return EXIT_OK if report.improved else EXIT_UNVERIFIED
 
 

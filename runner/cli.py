@@ -2,7 +2,7 @@
 
   geak-runner info [--device auto|cuda|interpreter] [--runner URL] [--json]
                                                                what a worker sees (here or on a daemon)
-  geak-runner serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--state DIR] [--spool DIR]
+  geak-runner serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--state DIR] [--spool DIR] ...
                                                                the runner daemon (see README)
 """
 
@@ -26,11 +26,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s = sub.add_parser("serve", help="run the runner daemon: evaluations over HTTP (and a spool directory)",
                        description="Serve evaluations to editors and `geak --runner URL`. Whoever holds "
                                    "the token can run code on this host with this process's rights.")
-    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any "
-                   "other address needs a token)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 picks a free one)")
     s.add_argument("--token-file", metavar="F", help="file holding the bearer token (default: "
-                   "$GEAK_RUNNER_TOKEN)")
+                   "$GEAK_RUNNER_TOKEN, else STATE/token, made on first start)")
+    s.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="also answer to this Host name (a loopback daemon answers only to localhost, "
+                        "127.0.0.1 and ::1); repeatable")
     s.add_argument("--state", metavar="DIR", help="where the job queue and results persist (SQLite; "
                    "default $XDG_STATE_HOME/geak-runner)")
     s.add_argument("--spool", metavar="DIR", help="also take request files from DIR and write result "
@@ -43,6 +45,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--max-queue", type=int, default=256, help="queued jobs before submissions get "
                    "429 busy (default 256)")
     s.add_argument("--max-body-mb", type=int, default=32, help="largest request body in MiB (default 32)")
+    s.add_argument("--max-file-kb", type=int, default=512,
+                   help="largest source file in a request, in KiB (default 512)")
+    s.add_argument("--max-request-mb", type=int, default=8,
+                   help="all source files of one request together, in MiB (default 8)")
+    from dataclasses import fields
+
+    from .schema import LIMIT_UNITS, Limits
+    for f in fields(Limits):  # ceilings: a request may ask for less, never more; null = this value
+        default = getattr(Limits(), f.name)
+        unit = LIMIT_UNITS.get(f.name, "s")
+        s.add_argument(f"--{f.name.replace('_', '-')}", dest=f"ceiling_{f.name}", type=type(default),
+                       default=default, metavar="MB" if unit == "MB" else "S",
+                       help=f"most a request's limits.{f.name} may be (default {default:g} {unit}); "
+                            "a request that asks for more gets this")
     s.add_argument("--keep-hours", type=float, default=168.0, metavar="H",
                    help="forget finished jobs and their results after H hours (default 168, a week)")
     s.add_argument("--drain-timeout", type=float, default=900.0, metavar="S",
@@ -83,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(to_json(d, indent=2))
         else:
             peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
-            print(f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''}{peak}); torch {d.torch}, "
+            print(f"{d.describe()}{peak}; torch {d.torch}, "
                   f"triton {d.triton}")
         return 0
     return 2

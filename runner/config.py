@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from .schema import EvalOptions, Limits, SchemaError, Tolerance, from_dict
+from .schema import EvalOptions, Limits, SchemaError, Tolerance, check_limits, from_dict
 
 KNOWN = {f for f in EvalOptions.__dataclass_fields__}
 
@@ -68,6 +68,7 @@ def options_from_settings(settings: dict[str, Any], where: str = "[tool.geak]",
             elif key == "limits":
                 merged = {**opts.limits.__dict__, **value} if isinstance(value, dict) else value
                 opts.limits = from_dict(Limits, merged, f"{where}.limits")
+                check_limits(opts.limits, f"{where}.limits")
             else:
                 current = {**opts.__dict__}
                 current.pop("tolerance"), current.pop("limits")

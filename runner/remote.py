@@ -166,8 +166,8 @@ class RemoteRunner:
                                             hint="try again later, or give the daemon a larger --max-queue")
                 time.sleep(max(0.2, min(wait, 30.0)))
                 continue
-            if code == "batch_too_large":
-                raise BatchTooLarge(msg)
+            if code == "batch_too_large" or (r.status_code == 413 and code == "too_large"):
+                raise BatchTooLarge(msg)  # more jobs than its queue, or a body over its --max-body-mb
             if code == "schema_mismatch":
                 raise RunnerUnavailable("version", f"version mismatch: {msg}",
                                         hint="install the same geak version on both sides")
@@ -259,10 +259,9 @@ class RemoteRunner:
         body = {"requests": [json.loads(to_json(r)) | {"id": jid} for jid, r in items]}
         try:
             self._call("POST", "/v1/jobs", body, busy_deadline=time.monotonic() + self.busy_s)
-        except BatchTooLarge:  # the daemon's queue is smaller than our batches: halve them
+        except BatchTooLarge as e:  # the daemon's queue or body limit is smaller than our batches: halve them
             if len(items) == 1:
-                raise RunnerUnavailable("rejected", f"the runner at {self.url} refused a single job as "
-                                        "too large a batch") from None
+                raise RunnerUnavailable("rejected", f"the runner at {self.url} rejected the request: {e}") from None
             self.batch = max(1, len(items) // 2)
             for start in range(0, len(items), self.batch):
                 self._submit(items[start:start + self.batch])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import sys
 import types
 import typing
@@ -55,6 +57,50 @@ class Limits:
     run_s: float = 300.0  # correctness trials
     timing_s: float = 300.0  # GPU timing, measured from when the device lock is granted
     memory_mb: int = 16384  # resident host memory; the worker is killed above it
+
+
+LIMIT_UNITS = {"memory_mb": "MB"}
+"""The unit of each ``Limits`` field that is not in seconds."""
+
+
+def check_limits(limits: "Limits", where: str = "limits") -> None:
+    """Every limit is a positive, finite number: there is no "no limit"."""
+    for f in dataclasses.fields(Limits):
+        v = getattr(limits, f.name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise SchemaError(f"{where}.{f.name}: expected a positive number, got {v!r}")
+
+
+def clamp_limits(given: Any, ceilings: "Limits", where: str = "options.limits") -> tuple["Limits", list["Flag"]]:
+    """A request's limits under a runner's ceilings (``given``: the request's parsed JSON object).
+
+    Absent or ``null`` is the ceiling, never "no limit"; a value above the ceiling (infinity
+    included) is lowered to it, and a flag (``limit_lowered``) says so; a positive value at or
+    under it is kept. Anything else (0, negative, NaN, not a number) raises ``SchemaError``
+    naming the field."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise SchemaError(f"{where}: expected an object, got {type(given).__name__}")
+    out: dict[str, Any] = {}
+    flags: list[Flag] = []
+    for f in dataclasses.fields(Limits):
+        ceiling = getattr(ceilings, f.name)
+        v = given.get(f.name)
+        if v is None:
+            out[f.name] = ceiling
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v <= 0:
+            raise SchemaError(f"{where}.{f.name}: expected a positive number (or null for this runner's "
+                              f"limit, {ceiling:g}), got {v!r}")
+        if v > ceiling:
+            unit = LIMIT_UNITS.get(f.name, "s")
+            flags.append(Flag("limit_lowered", "info",
+                              f"limits.{f.name}: {v:g} {unit} asked, lowered to this runner's ceiling of "
+                              f"{ceiling:g} {unit}"))
+            v = ceiling
+        out[f.name] = v
+    return from_dict(Limits, out, where), flags
 
 
 @dataclass
@@ -223,6 +269,12 @@ class DeviceInfo:
     torch: Optional[str] = None
     triton: Optional[str] = None
 
+    def describe(self) -> str:
+        """``NVIDIA H200 (cuda, sm_90)``; a name that already says its backend does not repeat
+        it: ``CPU (Triton interpreter)``."""
+        extra = [x for x in (None if self.backend.lower() in self.name.lower() else self.backend, self.arch) if x]
+        return self.name + (f" ({', '.join(extra)})" if extra else "")
+
 
 @dataclass
 class EvalResult:
@@ -343,13 +395,20 @@ def from_dict(cls: type, data: Any, where: str = "") -> Any:
     return cls(**kwargs)
 
 
+_SCHEMA_RE = re.compile(r"(?P<name>[a-z][a-z0-9.]*)/(?P<major>[0-9]+)(?:\.[0-9]+)?")
+
+
 def check_schema(data: Any) -> None:
+    """``schema`` must be this one's name with the same major version (``geak.eval/1``; a newer
+    minor, ``geak.eval/1.2``, is read too: unknown fields are ignored)."""
     if not isinstance(data, dict):
         raise SchemaError("expected a JSON object")
     schema = data.get("schema", SCHEMA)
-    if not isinstance(schema, str) or schema.split(".")[0] != SCHEMA.split(".")[0] or \
-            schema.rsplit("/", 1)[-1] != SCHEMA.rsplit("/", 1)[-1]:
-        raise SchemaError(f"schema '{schema}' is not supported by this runner (it speaks '{SCHEMA}')")
+    m = _SCHEMA_RE.fullmatch(schema) if isinstance(schema, str) else None
+    ours = _SCHEMA_RE.fullmatch(SCHEMA)
+    if m is None or m["name"] != ours["name"] or m["major"] != ours["major"]:
+        shown = schema[:80] if isinstance(schema, str) else schema
+        raise SchemaError(f"schema {shown!r} is not supported by this runner (it speaks '{SCHEMA}')")
 
 
 def _from_json(cls: type, text: str | bytes) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -49,14 +50,26 @@ def find_project_root(path: Path) -> Path:
 
 # --------------------------------------------------------------------------- parsing
 
+_AST_LOCK = threading.Lock()
+
+
+def ast_parse(text: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, one thread at a time: CPython 3.11's AST constructor keeps its recursion
+    depth in shared state, and parses in two threads at once (the runner's dispatcher and
+    ``evaluate_many`` threads) can fail with "SystemError: AST constructor recursion depth
+    mismatch" (python/cpython#106905)."""
+    with _AST_LOCK:
+        return ast.parse(text, filename=filename)
+
 
 def parse(text: str, filename: str, side: str = "reference") -> ast.Module:
     try:
-        return ast.parse(text, filename=filename)
-    except SyntaxError as e:
+        return ast_parse(text, filename=filename)
+    except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte, before Python 3.12
+        line = getattr(e, "lineno", None)
         raise SourceError(ErrorInfo(
-            kind="syntax_error", side=side, file=filename, line=e.lineno,
-            message=f"{filename}:{e.lineno}: syntax error: {e.msg}",
+            kind="syntax_error", side=side, file=filename, line=line,
+            message=f"{filename}:{line or 1}: syntax error: {getattr(e, 'msg', None) or e}",
             hint="fix the syntax error; nothing was run")) from None
 
 
@@ -133,6 +146,14 @@ def analyze_target(text: str, path: str, symbol: str, side: str = "reference") -
             hint=("top-level names here: " + ", ".join(defs)) if defs else
                  "define the function or class at the top level of the file"))
     node = names[symbol]
+    not_callable = _not_callable(node, symbol)
+    if not_callable:
+        raise SourceError(ErrorInfo(
+            kind="missing_symbol", side=side, file=path, line=getattr(node, "lineno", None),
+            message=f"{path}:{getattr(node, 'lineno', '?')}: '{symbol}' is {not_callable}, not a function "
+                    "or class",
+            hint="SYMBOL must name a function (a wrapper that launches Triton kernels, a Triton kernel, "
+                 "a PyTorch function) or an nn.Module class"))
     kernels_here = {n for n, d in names.items() if is_triton_kernel(d)}
     info = TargetInfo(path=path, symbol=symbol, kind="function", line=getattr(node, "lineno", 1))
     if isinstance(node, ast.ClassDef):
@@ -159,6 +180,58 @@ def analyze_target(text: str, path: str, symbol: str, side: str = "reference") -
         info.kind = "wrapper"
     info.conventions = input_conventions(tree)
     return info
+
+
+_LITERAL_KINDS = {ast.List: "list", ast.ListComp: "list", ast.Tuple: "tuple", ast.Dict: "dict",
+                  ast.DictComp: "dict", ast.Set: "set", ast.SetComp: "set", ast.JoinedStr: "str",
+                  ast.GeneratorExp: "generator"}
+
+
+def _literal_kind(expr: Optional[ast.AST]) -> Optional[str]:
+    """The type of an expression that is certainly not callable (a literal), else None."""
+    if isinstance(expr, ast.Constant):
+        return type(expr.value).__name__
+    if type(expr) in _LITERAL_KINDS:
+        return _LITERAL_KINDS[type(expr)]
+    if isinstance(expr, ast.UnaryOp):
+        return _literal_kind(expr.operand)
+    if isinstance(expr, ast.BinOp) and _literal_kind(expr.right):
+        return _literal_kind(expr.left)
+    return None
+
+
+def _not_callable(node: ast.AST, symbol: str) -> Optional[str]:
+    """How a top-level name bound to a literal reads ("an int constant"), or None when the name
+    may be callable (a def, a class, an import, or any other expression)."""
+    if isinstance(node, ast.AnnAssign) and node.value is None:
+        return "only annotated (no value)"
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        kind = _literal_kind(node.value)
+        if kind:
+            article = "an" if kind[0] in "aeiou" else "a"
+            return f"{article} {kind} {'constant' if isinstance(node.value, ast.Constant) else 'value'}"
+    return None
+
+
+def declared_case_count(text: str) -> Optional[int]:
+    """How many input cases a file declares, when it can be told without running it: the length
+    of a literal ``INPUT_CASES`` next to a module-level ``get_inputs()`` (1 without
+    ``INPUT_CASES``); None otherwise (test functions, computed cases, a file that does not parse)."""
+    try:
+        tree = ast_parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    names = top_level_names(tree)
+    if not isinstance(names.get("get_inputs"), ast.FunctionDef):
+        return None
+    node = names.get("INPUT_CASES")
+    if node is None:
+        return 1
+    value = getattr(node, "value", None)
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(value, (ast.List, ast.Tuple)) \
+            and not any(isinstance(e, ast.Starred) for e in value.elts):
+        return len(value.elts)
+    return None
 
 
 def input_conventions(tree: ast.Module) -> list[str]:
@@ -277,8 +350,8 @@ def collect_files(path: Path, root: Path, overrides: Optional[dict[str, str]] = 
             if (parent / "__init__.py").is_file():
                 todo.append(parent / "__init__.py")
         try:
-            tree = ast.parse(text, filename=rel)
-        except SyntaxError:
+            tree = ast_parse(text, filename=rel)
+        except (SyntaxError, ValueError):
             continue  # reported precisely when the file is analysed
         todo.extend(local_imports(tree, f, root))
     return files
@@ -302,8 +375,8 @@ _TIMER_NAMES = {"perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic
 def static_flags(text: str, path: str, symbol: str, reference_symbol: str) -> list[Flag]:
     """Suspicions found in a candidate's source. The runtime checks decide; these explain."""
     try:
-        tree = ast.parse(text, filename=path)
-    except SyntaxError:
+        tree = ast_parse(text, filename=path)
+    except (SyntaxError, ValueError):
         return []
     flags: list[Flag] = []
     seen: set[str] = set()
@@ -361,6 +434,20 @@ def static_flags(text: str, path: str, symbol: str, reference_symbol: str) -> li
 # --------------------------------------------------------------------------- requests
 
 
+def _python_file(file: Path, shown: str, side: str) -> None:
+    """PATH must be a Python source file of a size the runner takes."""
+    if file.suffix != ".py":
+        raise SourceError(ErrorInfo(kind="bad_request", side=side, file=shown,
+                                    message=f"{shown} is not a Python file (.py)",
+                                    hint="PATH::SYMBOL names a .py file and a function or class in it"))
+    size = file.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise SourceError(ErrorInfo(kind="bad_request", side=side, file=shown,
+                                    message=f"{shown} is {size / (1 << 20):.1f} MiB; files over "
+                                            f"{MAX_FILE_BYTES >> 20} MiB are not evaluated",
+                                    hint="keep the kernel and its wrapper in a smaller file"))
+
+
 def build_request(target_spec: str, candidate_spec: Optional[str] = None,
                   options: Optional[EvalOptions] = None, root: Optional[Path] = None,
                   overrides: Optional[dict[str, str]] = None,
@@ -375,6 +462,7 @@ def build_request(target_spec: str, candidate_spec: Optional[str] = None,
     if not tfile.is_file():
         raise SourceError(ErrorInfo(kind="bad_request", side="reference", file=tpath,
                                     message=f"{tpath}: no such file"))
+    _python_file(tfile, tpath, "reference")
     root = (root or find_project_root(tfile)).resolve()
     trel = tfile.relative_to(root).as_posix()
     files = collect_files(tfile, root, overrides)
@@ -390,6 +478,7 @@ def build_request(target_spec: str, candidate_spec: Optional[str] = None,
         if not cfile.is_file():
             raise SourceError(ErrorInfo(kind="bad_request", side="candidate", file=cpath,
                                         message=f"{cpath}: no such file"))
+        _python_file(cfile, cpath, "candidate")
         try:
             crel = cfile.relative_to(root).as_posix()
         except ValueError:

@@ -113,12 +113,22 @@ def test_load_suite_bad_input_names_the_file_and_what_to_do(tmp_path):
         load_suite(tmp_path)
     assert "no benchmark tasks" in str(e.value) and e.value.hint
     (tmp_path / "broken.py").write_text("def f(:\n")
+    tasks, _ = load_suite(tmp_path)  # a file that does not fit is a task that carries its error
+    assert [t.name for t in tasks] == ["broken"] and "broken.py:1: syntax error" in tasks[0].error
     with pytest.raises(SuiteError, match=r"broken.py:1: syntax error"):
-        load_suite(tmp_path)
+        tasks[0].request(EvalOptions())
     (tmp_path / "broken.py").unlink()
     (tmp_path / "k.py").write_text(read("kernelbench/19_ReLU.py"))
-    with pytest.raises(SuiteError, match="looks like the kernelbench format, not tritonbench"):
-        load_suite(tmp_path, "tritonbench")
+    tasks, _ = load_suite(tmp_path, "tritonbench")
+    assert "looks like the kernelbench format, not tritonbench" in tasks[0].error
+
+
+def test_an_unknown_task_name_lists_the_names_there_closest_first():
+    with pytest.raises(SuiteError) as e:
+        load_suite(ROOT / "benchmarks", pattern="sofmax")
+    assert "no task in" in str(e.value) and "matches --tasks 'sofmax'" in str(e.value)
+    assert e.value.hint.startswith("did you mean softmax") and "the tasks there: softmax" in e.value.hint
+    assert "format" not in e.value.hint.lower()
 
 
 def test_requests_carry_the_adapted_text_and_candidates():

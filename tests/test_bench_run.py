@@ -122,12 +122,40 @@ def test_cli_bad_input_exits_2_without_a_traceback(tmp_path):
         ((str(FIX / "geak"), "--strategy", "llm"), "--provider"),
         ((str(FIX / "geak"), "--baselines", "jit"), "unknown kind 'jit'"),
         ((str(FIX / "geak"), "--k", "0"), "--k takes"),
+        ((str(FIX / "geak"), "--eval-timeout", "-3"), "--eval-timeout must be a positive number"),
     ]
     for args, message in cases:
         p = geak(*args)
         assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
         assert "Traceback" not in p.stderr and p.stdout == ""
     assert "what to do" in geak(str(tmp_path)).stderr
+
+
+def test_cli_a_task_file_that_does_not_fit_is_a_harness_error_and_the_rest_run(tmp_path):
+    import shutil
+    suite = tmp_path / "suite"
+    shutil.copytree(FIX / "geak", suite)
+    (suite / "broken.py").write_text("import triton\n\ndef get_inputs(:\n")
+    (suite / "zz_nosymbol.py").write_text("import torch\n\ndef get_inputs():\n    return [torch.randn(4)]\n"
+                                         "\nINPUT_CASES = [dict()]\n")
+    report = tmp_path / "r.md"
+    p = geak(str(suite), "--trials", "1", "--out", str(tmp_path / "o"), "--json", "-", "--report", str(report))
+    assert p.returncode == 1, p.stderr  # the suite ran; not every task is verified
+    assert "Traceback" not in p.stderr
+    assert "harness error, not run: broken.py:3: syntax error" in p.stderr
+    doc = json.loads(p.stdout)
+    by = {t["name"]: t for t in doc["tasks"]}
+    assert by["scale_shift"]["samples"][0]["correct"] is True  # the good task ran
+    assert "broken.py:3: syntax error" in by["broken"]["error"]
+    assert sorted(doc["harness_errors"]) == [n for n in sorted(by) if by[n]["error"]] and "broken" in doc["harness_errors"]
+    assert "broken.py:3: syntax error" in report.read_text()
+    assert doc["summary"]["execution_accuracy"] == 1.0  # harness errors are not scored
+
+
+def test_cli_unknown_task_name_lists_the_tasks():
+    p = geak(str(ROOT / "benchmarks"), "--tasks", "sofmax")
+    assert p.returncode == 2 and "no task in" in p.stderr and "did you mean softmax" in p.stderr, p.stderr
+    assert "TritonBench" not in p.stderr and "Traceback" not in p.stderr
 
 
 def test_cli_through_a_remote_runner(tmp_path):

@@ -83,3 +83,93 @@ def test_geak_runner_info_reports_the_device():
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["backend"] == "interpreter" and doc["torch"] and doc["triton"]
+
+
+# ----------------------------------------------------------------------------- a new user's first mistakes
+
+
+def test_what_the_symbol_and_path_must_be_is_said_early(project):
+    project.write("consts.py", "N = 7\nSIZES: list = [1, 2]\nimport torch\nrelu = torch.relu\n"
+                               "def get_inputs():\n    return [torch.randn(4)]\n")
+    p = geak("eval", "consts.py::N", cwd=project.root)
+    assert p.returncode == 2 and "consts.py:1: 'N' is an int constant, not a function or class" in p.stderr
+    assert "SYMBOL must name a function" in p.stderr and "not callable" not in p.stderr
+    p = geak("eval", "consts.py::SIZES", cwd=project.root)
+    assert p.returncode == 2 and "'SIZES' is a list value" in p.stderr
+    project.write("notes.txt", "some notes\n")
+    p = geak("eval", "notes.txt::X", cwd=project.root)
+    assert p.returncode == 2 and "notes.txt is not a Python file (.py)" in p.stderr
+    assert "syntax error" not in p.stderr
+
+
+def test_cases_out_of_range_are_named_against_what_the_file_declares(project):
+    p = geak("eval", "ref.py::add_relu", "--cases", "0,9", cwd=project.root)
+    assert p.returncode == 2, p.stderr
+    assert "--cases 9: ref.py declares 2 input cases (INPUT_CASES, indices 0-1)" in p.stderr
+    assert "COMPILE_ERROR" not in p.stderr and "evaluating" not in p.stderr  # before any worker starts
+    p = geak("eval", "ref.py::add_relu", "--cases", "-1", cwd=project.root)
+    assert p.returncode == 2 and "indices from 0" in p.stderr
+    project.write("one.py", (project.root / "ref.py").read_text().replace("INPUT_CASES = [dict(n=300), dict(n=2048)]\n", ""))
+    p = geak("eval", "one.py::add_relu", "--cases", "1", cwd=project.root)
+    assert p.returncode == 2 and "declares 1 input case (get_inputs() without INPUT_CASES: index 0)" in p.stderr
+
+
+def test_an_endless_candidate_shows_progress_and_timeout_bounds_it(project):
+    project.write("loop.py", kernel_variant(pre="    while True:\n        pass"))
+    p = geak("eval", "ref.py::add_relu", "--candidate", "loop.py::add_relu", "--cases", "0", "--trials", "1",
+             "--timeout", "8", cwd=project.root)
+    assert p.returncode == 1, p.stderr
+    assert "... evaluating ref.py::add_relu against loop.py::add_relu: 5 s so far" in p.stderr
+    assert "run 8 s" in p.stderr and "--timeout S to change" in p.stderr
+    assert "TIMEOUT" in p.stderr and "timed out after 8 s in the run phase" in p.stderr
+    p = geak("eval", "ref.py::add_relu", "--timeout", "0", cwd=project.root)
+    assert p.returncode == 2 and "--timeout must be a positive number" in p.stderr
+
+
+def test_the_report_reads_cleanly(project):
+    project.write("torchy.py", "import torch\n\ndef add_relu(x, y):\n    return torch.relu(x + y)\n")
+    p = geak("eval", "ref.py::add_relu", "--candidate", "torchy.py::add_relu", "--cases", "0", "--trials", "1",
+             cwd=project.root)
+    assert p.returncode == 1, p.stderr
+    assert "verdict    REJECTED: " in p.stderr and "REJECTED: rejected:" not in p.stderr
+    assert "device     CPU (Triton interpreter)   inputs" in p.stderr and "(interpreter)" not in p.stderr.replace(
+        "(Triton interpreter)", "")
+    project.write("short.py", kernel_variant(ret="out[:-1]"))
+    p = geak("eval", "ref.py::add_relu", "--candidate", "short.py::add_relu", "--cases", "0", "--trials", "1",
+             cwd=project.root)
+    assert p.returncode == 1
+    row = next(ln for ln in p.stderr.splitlines() if ln.strip().startswith("n=300") and "FAIL" in ln)
+    assert row.split("FAIL")[1].split()[:2] == ["-", "-"], row  # a shape mismatch has no numeric error
+    p = geak("eval", "ref.py::add_relu", "--device", "cuda", cwd=project.root)
+    if p.returncode == 2 and "what to do" in p.stderr:
+        assert "what to do: " in p.stderr
+
+
+def test_optimize_points_a_pytorch_function_at_the_llm_strategy(project):
+    project.write("fn.py", "import torch\n\ndef f(x):\n    return torch.relu(x)\n\n"
+                           "def get_inputs():\n    return [torch.randn(16)]\n")
+    p = geak("optimize", "fn.py::f", cwd=project.root)
+    assert p.returncode == 2, p.stderr
+    assert "launches no Triton kernel" in p.stderr and "--strategy llm" in p.stderr
+    assert "nothing to tune" not in p.stderr
+
+
+def test_optimize_out_on_a_cpu_says_why_and_offers_the_untimed_edit(project):
+    out = project.root / "tuned.py"
+    p = geak("optimize", "ref.py::add_relu", "--max-configs", "3", "--trials", "1", "--out", str(out),
+             cwd=project.root)
+    assert p.returncode == 1, p.stderr
+    assert f"wrote nothing to {out}: nothing could be timed here (timing needs a GPU)" in p.stderr
+    assert "--untimed --out FILE" in p.stderr and not out.exists()
+    table = p.stderr.split("config ")[1]
+    assert "BLOCK=256" in table.splitlines()[1] and "the original (reference)" in table.splitlines()[1]
+    p = geak("optimize", "ref.py::add_relu", "--max-configs", "3", "--trials", "1", "--out", str(out),
+             "--untimed", "--preview", cwd=project.root)
+    assert p.returncode == 1, p.stderr  # verified correct, but nothing is known to be faster
+    assert "preview of the untimed edit" in p.stderr and "+@triton.autotune(" in p.stderr
+    assert f"wrote {out}: an @triton.autotune over the original config and" in p.stderr
+    assert "@triton.autotune(" in out.read_text() and "BLOCK': 256" in out.read_text()
+    p = geak("eval", "ref.py::add_relu", "--candidate", "tuned.py::add_relu", "--trials", "1", cwd=project.root)
+    assert p.returncode == 0, p.stderr
+    p = geak("optimize", "ref.py::add_relu", "--untimed", cwd=project.root)
+    assert p.returncode == 2 and "--untimed goes with --out" in p.stderr

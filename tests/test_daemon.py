@@ -30,10 +30,12 @@ def free_port() -> int:
 
 class Daemon:
     """One `geak-runner serve` process; ``start`` again after ``kill9``/``stop`` restarts it on the
-    same port and state."""
+    same port and state. ``token=None``: no token file is given, so the daemon makes its own
+    (``STATE/token``), which ``start`` reads."""
 
     def __init__(self, state: Path, token: Optional[str] = TOKEN, *args: str, port: Optional[int] = None):
         self.state, self.token, self.args = state, token, list(args)
+        self.own_token = token is None
         self.port = port or free_port()
         self.proc: Optional[subprocess.Popen] = None
         self.log: list[str] = []
@@ -45,13 +47,13 @@ class Daemon:
     def start(self, wait: bool = True) -> "Daemon":
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         env.pop("GEAK_RUNNER_TOKEN", None)
-        if self.token:
+        if not self.own_token:
             tf = self.state.parent / f"{self.state.name}.token"
             tf.write_text(self.token + "\n")
             tf.chmod(0o600)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "runner.cli", "serve", "--port", str(self.port), "--state", str(self.state),
-             "--device", "interpreter", *(["--token-file", str(tf)] if self.token else []), *self.args],
+             "--device", "interpreter", *([] if self.own_token else ["--token-file", str(tf)]), *self.args],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=str(ROOT))
         ready = threading.Event()
 
@@ -66,6 +68,8 @@ class Daemon:
             while not ready.wait(0.1):
                 assert self.proc.poll() is None, "daemon exited:\n" + "\n".join(self.log)
                 assert time.monotonic() - t0 < 30, "daemon did not start:\n" + "\n".join(self.log)
+            if self.own_token:
+                self.token = (self.state / "token").read_text().strip()
         return self
 
     def kill9(self):
@@ -141,12 +145,8 @@ def test_token_required_and_checked(daemon, project):
     assert res.error.kind == "runner_unavailable" and "needs a token" in res.message
 
 
-def test_no_token_on_a_public_address_refuses_to_start(tmp_path):
+def test_a_short_token_refuses_to_start(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GEAK_RUNNER_TOKEN"}
-    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--host", "0.0.0.0", "--port", "0",
-                        "--state", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
-    assert p.returncode == 2 and "refusing to listen on 0.0.0.0 without a token" in p.stderr
-    assert "Traceback" not in p.stderr
     (tmp_path / "short").write_text("abc\n")
     p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--token-file", str(tmp_path / "short"),
                         "--state", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
@@ -328,10 +328,10 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
 
 
 def test_sigterm_drains_running_jobs(tmp_path, project):
-    d = Daemon(tmp_path / "state", None, "--workers", "1").start()  # loopback: no token needed
+    d = Daemon(tmp_path / "state", None, "--workers", "1").start()  # the daemon's own token
     mark = tmp_path / "d.runs"
     project.write("slow.py", marked(mark, sleep=2))
-    with d.http(None) as h:
+    with d.http() as h:
         h.post("/v1/jobs", json=body(quick(project, candidate="slow.py::add_relu"), "drain-1"))
         wait_state(h, "drain-1", "running")
         while runs(mark) == 0:
@@ -347,7 +347,7 @@ def test_sigterm_drains_running_jobs(tmp_path, project):
     p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--port", "0", "--state", str(d.state)],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and f"(pid {d.proc.pid}) is using the state directory" in p.stderr
-    with d.http(None) as h:
+    with d.http() as h:
         assert h.get("/v1/jobs/drain-1").json()["state"] == "done"
         assert h.get("/v1/jobs/late-1").status_code == 404
         # A second signal stops at once; the interrupted job runs again at the next start.
@@ -359,7 +359,7 @@ def test_sigterm_drains_running_jobs(tmp_path, project):
         d.proc.send_signal(signal.SIGTERM)
         assert d.proc.wait(5) == 1
     d.start()
-    with d.http(None) as h:
+    with d.http() as h:
         assert h.get("/v1/jobs/drain-2/result", params={"wait": 60}).json()["status"] == "ok"
         assert h.get("/v1/jobs/drain-2").json()["attempts"] == 2
     assert d.stop() == 0
@@ -379,7 +379,7 @@ def test_one_lane_per_gpu_each_pinned_with_cuda_visible_devices(tmp_path, projec
             extra=f"import os, time\nopen({str(mark)!r}, 'a').write(os.environ.get('CUDA_VISIBLE_DEVICES', '-') + '\\n')",
             pre="    time.sleep(1.5)"))
         reqs = [body(quick(project, candidate="envcand.py::add_relu", device="auto"), f"lane-{i}") for i in range(2)]
-        with d.http(None) as h:
+        with d.http() as h:
             assert h.post("/v1/jobs", json={"requests": reqs}).status_code == 202
             for i in range(2):
                 assert h.get(f"/v1/jobs/lane-{i}/result", params={"wait": 60}).json()["status"] == "ok"

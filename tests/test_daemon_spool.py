@@ -54,6 +54,20 @@ def test_spool_end_to_end(tmp_path, project):
         doc = wait_for(spool / "wrong.result.json")
         assert doc["status"] == "rejected" and "missing required field 'target'" in doc["message"]
 
+        # The daemon's limits hold for spool requests too: source size, and limits as ceilings.
+        big = json.loads(to_json(quick(project)))
+        big["files"]["pad.py"] = "#" * (600 << 10) + "\n"
+        (spool / ".big.tmp").write_text(json.dumps(big))
+        os.replace(spool / ".big.tmp", spool / "big.request.json")
+        doc = wait_for(spool / "big.result.json")
+        assert doc["status"] == "rejected" and "--max-file-kb" in doc["message"] and "512 KiB" in doc["message"]
+        greedy = json.loads(to_json(quick(project)))
+        greedy["options"]["limits"]["run_s"] = 1e6
+        (spool / ".greedy.tmp").write_text(json.dumps(greedy))
+        os.replace(spool / ".greedy.tmp", spool / "greedy.request.json")
+        doc = wait_for(spool / "greedy.result.json")
+        assert doc["status"] == "ok" and [f["code"] for f in doc["flags"]].count("limit_lowered") == 1
+
         # Requests dropped while the daemon is down run when it is back; nothing runs twice.
         d.stop()
         assert json.loads((spool / "runner.json").read_text())["alive_until"] == 0
@@ -65,7 +79,7 @@ def test_spool_end_to_end(tmp_path, project):
         d.start()
         assert wait_for(spool / "later.result.json")["status"] == "ok"
         assert wait_for(spool / "byhand.result.json")["status"] == "ok"
-        with d.http(None) as h:
+        with d.http() as h:
             assert h.get("/v1/jobs/byhand").json()["attempts"] == 1
 
         # The CLI through the spool.

@@ -62,7 +62,7 @@ def test_cli_eval_through_the_daemon_and_version_check(tmp_path, project):
         assert p.returncode == 2 and "refused" in p.stderr and "GEAK_RUNNER_TOKEN" in p.stderr
         p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
                            text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": TOKEN})
-        assert p.returncode == 0 and "(interpreter" in p.stdout, p.stderr
+        assert p.returncode == 0 and p.stdout.startswith("CPU (Triton interpreter); torch"), p.stdout + p.stderr
         p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
                            text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": ""})
         assert p.returncode == 2 and "needs a token" in p.stderr and "what to do" in p.stderr

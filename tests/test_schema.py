@@ -74,3 +74,39 @@ def test_unknown_fields_are_ignored_for_newer_minor_versions():
     data = json.loads(to_json(full_result()))
     data["something_new"] = 1
     assert result_from_json(json.dumps(data)).status == "ok"
+
+
+def test_only_this_schema_name_and_major_are_read():
+    data = json.loads(to_json(full_result()))
+    for other in ("geak.whatever/1", "geak/1", "geak.eval/1x", "geak.eval/", "geak.eval/1\n", 1):
+        with pytest.raises(SchemaError, match="not supported"):
+            result_from_json(json.dumps({**data, "schema": other}))
+    assert result_from_json(json.dumps({**data, "schema": "geak.eval/1.3"})).status == "ok"  # a newer minor
+
+
+def test_limits_are_clamped_to_ceilings():
+    from runner.schema import Limits, clamp_limits
+    ceilings = Limits(import_s=60, run_s=30, timing_s=30, memory_mb=4096)
+    got, flags = clamp_limits(None, ceilings)
+    assert got == ceilings and flags == []  # absent: the ceilings
+    got, flags = clamp_limits({"run_s": None, "import_s": 10, "timing_s": float("inf"), "memory_mb": 8192}, ceilings)
+    assert (got.run_s, got.import_s, got.timing_s, got.memory_mb) == (30, 10, 30, 4096)
+    assert sorted(f.message.split(":")[0] for f in flags) == ["limits.memory_mb", "limits.timing_s"]
+    assert all(f.code == "limit_lowered" and f.severity == "info" for f in flags)
+    for bad in (0, -1, float("nan"), "10", True):
+        with pytest.raises(SchemaError, match=r"options.limits.run_s: expected a positive number"):
+            clamp_limits({"run_s": bad}, ceilings)
+    with pytest.raises(SchemaError, match="options.limits.memory_mb: expected an integer"):
+        clamp_limits({"memory_mb": 100.5}, ceilings)
+
+
+def test_project_limits_must_be_positive(tmp_path):
+    from runner.config import ConfigError, options_from_settings
+    with pytest.raises(ConfigError, match=r"\[tool.geak\].limits.run_s: expected a positive number"):
+        options_from_settings({"limits": {"run_s": 0}})
+    assert options_from_settings({"limits": {"run_s": 5}}).limits.run_s == 5
+
+
+def test_device_description_does_not_repeat_the_backend():
+    assert DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter").describe() == "CPU (Triton interpreter)"
+    assert DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90").describe() == "NVIDIA H200 (cuda, sm_90)"

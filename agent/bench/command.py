@@ -1,7 +1,9 @@
 """``geak bench DIR``: run a benchmark suite and report the paper's metrics.
 
-Exit codes: 0 every task verified correct, 1 the suite ran and some task is not, 2 bad usage or
-bad input (no tasks, a file that does not fit its format, a runner that cannot be reached).
+Exit codes: 0 every task verified correct, 1 the suite ran and some task is not (a task file that
+does not fit its format is a harness error in the report; the others run), 2 bad usage or bad
+input (no tasks, no task of that name, only files that do not fit, a runner that cannot be
+reached).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from runner.source import SourceError, find_project_root
 
 from .baselines import KINDS, BaselineCache, default_cache
 from .formats import FORMATS
-from .suite import Bench, Settings, document
+from .suite import Bench, Settings, TaskRecord, document
 from .tasks import SuiteError, check_requests, load_suite
 
 EXIT_OK, EXIT_UNVERIFIED, EXIT_BAD_INPUT = 0, 1, 2
@@ -40,6 +42,9 @@ def add_bench_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--jobs", type=int, default=None,
                    help="tasks in flight at once (default: --workers for none, 1 for tune and llm)")
     b.add_argument("--trials", type=int, default=None, help="fresh seeded inputs per case (default 3)")
+    b.add_argument("--eval-timeout", dest="eval_timeout", type=float, metavar="S",
+                   help="time limit in seconds for each phase of every evaluation (import, run, timing); "
+                        "default from [tool.geak.limits]: 120, 300, 300")
     b.add_argument("--arch", default=None, metavar="ARCH", help="tune: target arch (default: the runner's GPU)")
     b.add_argument("--max-configs", type=int, default=48, help="tune: configs per task at most (default 48)")
     b.add_argument("--emit", choices=["constants", "autotune"], default="constants", help="tune: the edit's form")
@@ -122,7 +127,17 @@ def run_bench(args) -> int:
         opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
         opts.device = args.device
         opts.trials = settings.trials
-        check_requests(tasks, opts)
+        if args.eval_timeout is not None:
+            from agent.cli import phase_limits
+            opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
+        broken = check_requests(tasks, opts)
+        for t in broken:  # reported as harness errors; the other tasks run
+            _err(f"geak: harness error, not run: {t.error}")
+        if broken:
+            _err("  what to do: fix the file, or leave it out with --tasks")
+        runnable = [t for t in tasks if not t.error]
+        if not runnable:
+            return EXIT_BAD_INPUT
         runner = make_runner(args.runner, args.device, args.workers)
     except SuiteError as e:
         _err(f"geak: {e}")
@@ -138,11 +153,11 @@ def run_bench(args) -> int:
     cache = BaselineCache(Path(args.baseline_cache) if args.baseline_cache else default_cache())
     for n in notes:
         _err(f"note: {n}")
-    formats = sorted({t.format for t in tasks})
-    _err(f"geak bench: {len(tasks)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
-         f"run directory {out}")
+    formats = sorted({t.format for t in runnable})
+    _err(f"geak bench: {len(runnable)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
+         f"run directory {out}" + (f"; {len(broken)} more not run (harness errors)" if broken else ""))
     try:
-        bench = Bench(runner, tasks, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache,
+        bench = Bench(runner, runnable, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache,
                       time_budget_s=args.time_budget)
         if bench.state.stale:
             _err(f"note: {bench.state.path} was made with other settings: every task runs again")
@@ -153,6 +168,10 @@ def run_bench(args) -> int:
             device = None
     finally:
         runner.close()
+    # Tasks whose files do not fit their format are harness errors in the report, in suite order.
+    done = {r.name: r for r in records}
+    done.update({t.name: TaskRecord(t.name, t.format, t.symbol, t.rel, t.digest, error=t.error) for t in broken})
+    records = [done[t.name] for t in tasks if t.name in done]
     command = "geak bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""
     if bench.not_started:
         notes = notes + [f"incomplete: the time budget was spent before {len(bench.not_started)} task(s) "
@@ -210,6 +229,9 @@ def summary_text(doc: dict) -> str:
             ("correct" if good else (t["samples"][0]["status"] if t["samples"] else "no sample")))
         sp = max((sm["speedup"] for sm in good if sm["speedup"] is not None), default=None)
         lines.append(f"{t['name'][:24]:<24} {res:<16} {t['cases_run']:>4}/{t['cases_skipped']:<4}  {x(sp):>9}")
+    for t in doc["tasks"]:
+        if t["error"]:
+            lines.append(f"  {t['name']}: harness error: {t['error']}")
     fp = ", ".join(f"{k} {pct(v)}" for k, v in s["fast_p"].items())
     pk = ", ".join(f"{k} {pct(v)}" for k, v in s["pass_at_k"].items())
     lines.append(f"call accuracy {pct(s['call_accuracy'])}, execution accuracy {pct(s['execution_accuracy'])}, "

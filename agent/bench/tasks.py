@@ -24,8 +24,9 @@ SKIP_DIRS = {"__pycache__", ".git", ".geak", ".venv", "node_modules"}
 
 
 class SuiteError(Exception):
-    """Bad input for a whole run (no tasks, a directory that does not exist, a task that does not
-    fit its format): the message says which file and what to do."""
+    """Bad input for a whole run (no tasks, a directory that does not exist, no task of that
+    name): the message says what to do. A single task file that does not fit its format is not
+    one: that task carries ``error`` and the rest run."""
 
     def __init__(self, message: str, hint: Optional[str] = None):
         super().__init__(message)
@@ -45,6 +46,8 @@ class Task:
     reference: Optional[str] = None
     candidates: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    error: Optional[str] = None
+    """Why this task cannot run (file:line and the reason): reported as a harness error."""
 
     @property
     def rel(self) -> str:
@@ -60,6 +63,8 @@ class Task:
                 candidate_symbol: Optional[str] = None, target_symbol: Optional[str] = None) -> EvalRequest:
         """The request for this task: the target alone, against ``candidate`` (a file in the
         task's format), or, with ``target_symbol``, another callable of the same file (baselines)."""
+        if self.error:
+            raise SuiteError(self.error)
         sym = target_symbol or self.symbol
         req, _, _ = build_request(f"{self.path}::{sym}", None, options, root=self.root,
                                   overrides={self.rel: self.text}, cwd=Path("/"))
@@ -96,6 +101,25 @@ def _task_files(directory: Path, pattern: Optional[str]) -> list[Path]:
     return files
 
 
+def _no_such_task(directory: Path, pattern: str) -> SuiteError:
+    """``--tasks`` matched nothing: the names there are, the closest to what was asked first."""
+    import difflib
+    names = [p.relative_to(directory).with_suffix("").as_posix() for p in _task_files(directory, None)]
+    if not names:
+        return SuiteError(f"{directory}: no task files (*.py) at all", "name the folder that holds the task files")
+    wanted = [w.strip() for w in pattern.split(",") if w.strip()]
+    close: list[str] = []
+    for w in wanted:
+        close += [n for n in difflib.get_close_matches(w, names, n=5, cutoff=0.4) if n not in close]
+        close += [n for n in names if w.lower().strip("*") and w.lower().strip("*") in n.lower() and n not in close]
+    rest = [n for n in names if n not in close]
+    shown = close + rest
+    listing = ", ".join(shown[:30]) + (f", ... ({len(shown) - 30} more)" if len(shown) > 30 else "")
+    return SuiteError(f"no task in {directory} matches --tasks '{pattern}'",
+                      (f"did you mean {', '.join(close[:3])}? " if close else "")
+                      + f"the tasks there: {listing} (--tasks takes names or globs, comma-separated)")
+
+
 def _candidates_for(cdir: Path, name: str, stem: str) -> list[Path]:
     for base in (name, stem):
         f = cdir / f"{base}.py"
@@ -123,15 +147,19 @@ def load_suite(directory: Path, fmt: str = "auto", pattern: Optional[str] = None
     tasks: list[Task] = []
     notes: list[str] = []
     not_tasks: list[str] = []
-    for f in _task_files(directory, pattern):
-        try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise SuiteError(f"{f}: cannot read: {e}") from None
+    files = _task_files(directory, pattern)
+    if pattern and not files and directory.is_dir():
+        raise _no_such_task(directory, pattern)
+    for f in files:
         name = f.relative_to(base).with_suffix("").as_posix()
         root = find_project_root(f)
         rel = f.resolve().relative_to(root.resolve()).as_posix()
+        use = fmt if fmt != "auto" else "?"
         try:
+            try:
+                text = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise FormatError(rel, f"cannot read: {e}") from None
             found = detect(text, rel)
             use = found if fmt == "auto" else fmt
             if found is None:  # not a task in any format (a helper module, a README's code)
@@ -142,7 +170,10 @@ def load_suite(directory: Path, fmt: str = "auto", pattern: Optional[str] = None
                                   hint=f"use --format {found} or --format auto")
             a: Adapted = adapt(text, rel, use)
         except FormatError as e:
-            raise SuiteError(str(e), e.hint or f"fix the file, or leave it out with --tasks") from None
+            # This task is reported as a harness error; the others run.
+            tasks.append(Task(name=name, path=f, format=use or "?", symbol="?", text="", root=root.resolve(),
+                              error=str(e) + (f" ({e.hint})" if e.hint else "")))
+            continue
         t = Task(name=name, path=f, format=use, symbol=a.symbol, text=a.text, root=root.resolve(),
                  reference=a.reference, notes=list(a.notes))
         if candidates is not None:
@@ -161,10 +192,16 @@ def load_suite(directory: Path, fmt: str = "auto", pattern: Optional[str] = None
     return tasks, notes
 
 
-def check_requests(tasks: list[Task], options: EvalOptions) -> None:
-    """Build every task's request once up front, so bad input stops the run before any work."""
+def check_requests(tasks: list[Task], options: EvalOptions) -> list[Task]:
+    """Build every task's request once up front; a task whose request cannot be built (its
+    file's syntax, a missing symbol, no inputs) gets ``error`` and is reported, not run.
+    Returns the tasks with an error."""
     for t in tasks:
+        if t.error:
+            continue
         try:
             t.request(options)
         except SourceError as e:
-            raise SuiteError(f"{t.name}: {e.info.message}", e.info.hint) from None
+            msg = e.info.message if e.info.message.startswith(t.rel) else f"{t.rel}: {e.info.message}"
+            t.error = msg + (f" ({e.info.hint})" if e.info.hint else "")
+    return [t for t in tasks if t.error]

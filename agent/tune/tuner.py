@@ -281,6 +281,8 @@ class Screen:
         self.runner, self.request, self.kernel, self.arch = runner, request, kernel, arch
         self.parallel = max(1, parallel)
         self.unavailable: Optional[str] = None
+        self.original: list[KernelResources] = []
+        """The original's own launches as compiled for the arch (the screen's control)."""
 
     def check(self, configs: list[dict[str, int]]) -> dict[tuple, tuple[Optional[str], list[KernelResources]]]:
         """``{config key: (why it is pruned or None, its compile reports)}`` for the configs
@@ -301,6 +303,7 @@ class Screen:
                        + (f" ({control[0].error})" if control and control[0].error else ""))
                 self.unavailable = why[:300]
                 return {}
+            self.original = self.original or control
             spill0 = max((k.spill_bytes or 0) for k in control)
             for i, cfg in enumerate(chunk):
                 mine = [k for k in r.resources if k.variant == i]
@@ -556,6 +559,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
                                 + (f" ({report.space_size - report.pruned_before} after pruning)" if report.pruned_before else "")
                                 + (f", {len(seeds)} of them known-good tile shapes for {backend}" if seeds else ""))
         report.trials = evaluate(space)
+    report.original_resources = report.original_resources or screen.original
     if report.screened:
         report.notes.append(f"{len(report.screened)} config(s) pruned before running by the {arch} compile "
                             f"report, e.g. {report.screened[0].pruned}")

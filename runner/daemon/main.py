@@ -56,19 +56,101 @@ def read_token(token_file: Optional[str]) -> Optional[str]:
     return env or None
 
 
+TOKEN_NAME = "token"
+SCRATCH_NAME = "scratch"
+
+
+def load_or_create_token(state: Path) -> tuple[str, bool]:
+    """The daemon's own token, ``STATE/token``: read, or made on first start (0600) as Jupyter
+    does. Returns ``(token, created)``."""
+    path = state / TOKEN_NAME
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            os.chmod(path, 0o600)
+        return read_token(str(path)), False
+    except OSError as e:
+        raise UsageError(f"cannot write the token file {path}: {e.strerror or e}") from None
+    import secrets
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return token, True
+
+
+def prepare_state_dir(state: Path) -> None:
+    """The state directory holds every request's source and the token: private to this user
+    (0700). A new one is made so; an existing one of this user's is made so; another user's,
+    or a shared one such as /tmp (sticky bit), is refused."""
+    try:
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = state.stat()
+    except OSError as e:
+        raise UsageError(f"cannot make the state directory {state}: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"the state directory {state} is not a directory")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise UsageError(f"the state directory {state} belongs to another user (uid {st.st_uid}); give "
+                         "--state a directory of your own")
+    if st.st_mode & stat.S_ISVTX:
+        raise UsageError(f"{state} is a shared directory (sticky bit, like /tmp); give --state a directory "
+                         "of its own, e.g. ~/.local/state/geak-runner")
+    if st.st_mode & 0o077:
+        try:
+            os.chmod(state, 0o700)
+        except OSError as e:
+            raise UsageError(f"cannot make the state directory {state} private: {e.strerror or e}") from None
+        print(f"geak-runner: made the state directory {state} private (0700)", file=sys.stderr, flush=True)
+
+
+def sweep_scratch(state: Path) -> tuple[Path, int]:
+    """``STATE/scratch``: the workers' scratch directories (with each job's sources) live here,
+    so that a daemon killed with ``kill -9`` leaves them where its next start finds them. Empties
+    it (this daemon holds the state lock: nothing else uses it) and returns ``(path, how many
+    leftovers were removed)``."""
+    import shutil
+    scratch = state / SCRATCH_NAME
+    n = 0
+    if scratch.is_dir() and not scratch.is_symlink():
+        for p in scratch.iterdir():
+            n += 1
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+    elif scratch.exists() or scratch.is_symlink():
+        scratch.unlink()
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    return scratch, n
+
+
+def limit_ceilings(args):
+    """``Limits`` from the serve flags (``--import-s``, ``--run-s``, ...): the most any request
+    may have."""
+    import math
+    from dataclasses import fields
+
+    from ..schema import Limits
+    values = {f.name: getattr(args, f"ceiling_{f.name}") for f in fields(Limits)}
+    for name, v in values.items():
+        if not (math.isfinite(v) and v > 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number")
+    return Limits(**values)
+
+
 def check_args(args) -> tuple[Optional[str], Optional[ssl.SSLContext]]:
     token = read_token(args.token_file)
-    if token is None and not is_loopback(args.host):
-        raise UsageError(f"refusing to listen on {args.host} without a token: anyone who can reach it could "
-                         "run code on this host. Give --token-file FILE or GEAK_RUNNER_TOKEN, or listen on "
-                         "127.0.0.1")
     if not (0 <= args.port <= 65535):
         raise UsageError(f"--port {args.port} is not a TCP port")
-    for name in ("workers", "max_queue", "max_body_mb"):
+    for name in ("workers", "max_queue", "max_body_mb", "max_file_kb", "max_request_mb"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if not args.keep_hours > 0:
         raise UsageError("--keep-hours must be more than 0")
+    limit_ceilings(args)
     ctx = None
     if args.tls_cert or args.tls_key:
         if not (args.tls_cert and args.tls_key):
@@ -84,7 +166,6 @@ def check_args(args) -> tuple[Optional[str], Optional[ssl.SSLContext]]:
 def _lock_state(state: Path):
     """One daemon per state directory: a second one would re-run the first one's running jobs."""
     try:
-        state.mkdir(parents=True, exist_ok=True)
         f = open(state / "daemon.lock", "a+")
     except OSError as e:
         raise UsageError(f"cannot open the state directory {state}: {e.strerror or e}") from None
@@ -109,27 +190,47 @@ def _lock_state(state: Path):
 async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> int:
     from aiohttp import web
 
+    import tempfile
+
     from .scheduler import Scheduler, detect_gpus
-    from .server import make_app
-    from .store import Store
+    from .server import LOOPBACK_NAMES, host_name, make_app
+    from .store import StateError, Store
+    from .validate import Policy
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before anything starts: a stop is never lost
         loop.add_signal_handler(sig, stop.set)
-    state = Path(args.state) if args.state else default_state_dir()
+    state = (Path(args.state) if args.state else default_state_dir()).absolute()
+    prepare_state_dir(state)
     lock = _lock_state(state)  # noqa: F841 (held open for the daemon's lifetime)
     try:
         store = Store(state)
+    except StateError as e:
+        raise UsageError(f"refusing to start: {e}") from None
     except Exception as e:
         raise UsageError(f"cannot open the state directory {state}: {e}") from None
+    if token is None:
+        token, created = load_or_create_token(state)
+        token_note = f"token {'made' if created else 'read'} in {state / TOKEN_NAME}"
+    else:
+        token_note = "token from " + (f"{args.token_file}" if args.token_file else "GEAK_RUNNER_TOKEN")
+    scratch, swept = sweep_scratch(state)
+    # The workers' scratch directories (made by this process, with each job's sources) go here.
+    tempfile.tempdir = str(scratch)
     try:
         gpus = detect_gpus(args.device, args.gpus)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    ceilings = limit_ceilings(args)
+    policy = Policy(ceilings=ceilings, max_file_bytes=args.max_file_kb << 10,
+                    max_request_bytes=args.max_request_mb << 20)
     scheduler = Scheduler(store, gpus, args.workers, args.device, max_queue=args.max_queue)
     max_body = args.max_body_mb << 20
-    app = make_app(store, scheduler, token, max_body, loop)
+    allowed = frozenset(host_name(h) for h in (args.allow_host or []))
+    hosts = (LOOPBACK_NAMES | {host_name(args.host)} | allowed) if is_loopback(args.host) else \
+        ((allowed | {host_name(args.host)} | LOOPBACK_NAMES) if allowed else None)
+    app = make_app(store, scheduler, token, max_body, loop, policy, hosts)
     spool = None
     if args.spool:
         try:
@@ -137,7 +238,7 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
         except ImportError:
             raise UsageError("--spool needs the watchdog package (pip install watchdog)") from None
         from .spool import Spool
-        spool = Spool(Path(args.spool), store, scheduler, max_body, poll_s=args.spool_poll)
+        spool = Spool(Path(args.spool), store, scheduler, max_body, poll_s=args.spool_poll, policy=policy)
     try:
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     except TypeError:  # aiohttp before 3.9 takes the shutdown timeout elsewhere
@@ -168,11 +269,15 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     addrs = ", ".join(f"{scheme}://{a[0] if ':' not in a[0] else '[' + a[0] + ']'}:{a[1]}"
                       for a in runner.addresses)
     lanes = ", ".join(f"GPU {g}" if g is not None else "default device" for g in gpus)
+    from ..schema import LIMIT_UNITS
+    limits = ", ".join(f"{name} {value:g} {LIMIT_UNITS.get(name, 's')}" for name, value in vars(ceilings).items())
     print(f"geak-runner: listening on {addrs}; {len(gpus)} lane(s) ({lanes}) x {args.workers} workers; "
           f"state {state}; {counts['queued']} queued"
           + (f" ({interrupted} interrupted by a stop, run again)" if interrupted else "")
           + f", {counts['done']} results stored"
-          + (f"; spool {args.spool}" if spool else "") + ("" if token else "; NO TOKEN (loopback only)"),
+          + (f"; spool {args.spool}" if spool else "") + f"; {token_note}"
+          + (f"; removed {swept} scratch dir(s) left by an earlier run" if swept else "")
+          + f"; limits at most: {limits}",
           file=sys.stderr, flush=True)
 
     await stop.wait()

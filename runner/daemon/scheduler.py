@@ -20,7 +20,8 @@ from typing import Callable, Optional
 
 from ..local import LocalRunner
 from ..pool import PoolError
-from ..schema import DeviceInfo, ErrorInfo, EvalResult, SchemaError, request_from_json, to_json
+from ..schema import (DeviceInfo, ErrorInfo, EvalResult, Flag, SchemaError, from_dict, request_from_json,
+                      to_json)
 from .store import Store
 
 log = logging.getLogger("geak-runner")
@@ -196,7 +197,7 @@ class Scheduler:
                         return
                     self._cond.wait(timeout=1.0)
                 continue
-            jid, text, attempts = claimed
+            jid, text, attempts, notes = claimed
             with self._cond:
                 self._running += 1
             t0 = time.monotonic()
@@ -205,6 +206,11 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._running -= 1
+            for n in notes:  # e.g. a limit lowered to this runner's ceiling at submission
+                try:
+                    result.flags.append(from_dict(Flag, n))
+                except SchemaError:
+                    pass
             dt = time.monotonic() - t0
             self._ema_s = 0.8 * self._ema_s + 0.2 * dt
             log.info("job %s (lane %d): %s in %.2f s: %s", jid, lane.index, result.status, dt,

@@ -1,9 +1,11 @@
 """The HTTP API of ``geak-runner serve`` (aiohttp).
 
-All bodies are JSON. Requests and results are the ``EvalRequest`` / ``EvalResult`` records of
-``runner/schema.py``. Every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN``
-when the daemon has a token. Errors are ``{"error": {"code", "message"}}`` with a 4xx/5xx
-status; "busy" answers carry ``Retry-After``.
+All bodies are JSON (``Content-Type: application/json``). Requests and results are the
+``EvalRequest`` / ``EvalResult`` records of ``runner/schema.py``. Every route but
+``/v1/health`` needs ``Authorization: Bearer TOKEN``. Requests from web pages (any ``Origin``
+header) are refused, and so, on a loopback daemon, are ``Host`` names other than loopback
+ones (DNS rebinding). Errors are ``{"error": {"code", "message"}}`` with a 4xx/5xx status;
+"busy" answers carry ``Retry-After``.
 
   GET  /v1/health                      liveness, schema, whether a token is required
   GET  /v1/device                      the device of each lane
@@ -28,7 +30,7 @@ from aiohttp import web
 from ..schema import SCHEMA, to_dict
 from .scheduler import Scheduler
 from .store import Busy, Conflict, Store
-from .validate import Invalid, check_id, parse_request
+from .validate import Invalid, Policy, check_id, parse_request
 
 log = logging.getLogger("geak-runner")
 
@@ -50,8 +52,8 @@ def _error_response(status: int, code: str, message: str, retry_after: Optional[
     return web.json_response({"error": {"code": code, "message": message}}, status=status, headers=headers)
 
 
-_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-               413: "too_large", 415: "unsupported_media_type"}
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
 
 
 @web.middleware
@@ -76,20 +78,60 @@ async def errors_middleware(request: web.Request, handler):
         return _error_response(500, "internal", "internal error in the runner (see its log)")
 
 
-def auth_middleware(token: Optional[str]):
-    expected = token.encode() if token else None
+def host_name(host: str) -> str:
+    """``Host`` header -> the name without the port, lower case (``[::1]:8765`` -> ``::1``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    if host.count(":") == 1:
+        return host.partition(":")[0]
+    return host
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def browser_guard(hosts: Optional[frozenset]):
+    """Refuse what only a web page would send: an ``Origin`` header, a body that is not JSON
+    (the content types a page may POST without asking first), and, when ``hosts`` is given
+    (a loopback daemon), a ``Host`` that is not one of them (DNS rebinding)."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        origin = request.headers.get("Origin")
+        if origin is not None:
+            raise ApiError(403, "forbidden_origin", f"requests from web pages are refused (Origin: "
+                           f"{origin[:100]}); this runner serves the geak CLI and editors")
+        host = request.headers.get("Host")
+        if hosts is not None and host is not None and host_name(host) not in hosts:
+            raise ApiError(403, "forbidden_host", f"this runner does not answer to the host name "
+                           f"'{host[:100]}' (it answers to {', '.join(sorted(hosts))}; the daemon's "
+                           "--allow-host adds names, e.g. a reverse proxy's)")
+        ctype = request.headers.get("Content-Type")
+        if request.method in ("POST", "PUT", "PATCH") and (ctype is not None or request.body_exists) \
+                and request.content_type != "application/json":
+            raise ApiError(415, "unsupported_media_type", f"the body must be JSON, sent as Content-Type: "
+                           f"application/json (got {(ctype or 'none')[:100]})")
+        return await handler(request)
+
+    return guard
+
+
+def auth_middleware(token: str):
+    expected = token.encode("utf-8")
 
     @web.middleware
     async def check(request: web.Request, handler):
-        if expected is None or request.path == "/v1/health":
+        if request.path == "/v1/health":
             return await handler(request)
         header = request.headers.get("Authorization", "")
         if not header:
             raise ApiError(401, "unauthorized", "this runner needs a token: send 'Authorization: Bearer "
                            "TOKEN' (GEAK_RUNNER_TOKEN for the geak CLI)")
         scheme, _, given = header.partition(" ")
-        # Compare in constant time; a wrong scheme compares too, so timing tells nothing.
-        ok = hmac.compare_digest(given.strip().encode(), expected) and scheme.lower() == "bearer"
+        # Compare in constant time; a wrong scheme compares too, so timing tells nothing. Header
+        # bytes that are not UTF-8 arrive as surrogates: replaced, never an error.
+        ok = hmac.compare_digest(given.strip().encode("utf-8", "replace"), expected) and scheme.lower() == "bearer"
         if not ok:
             raise ApiError(401, "unauthorized", "the token was not accepted by this runner")
         return await handler(request)
@@ -98,10 +140,12 @@ def auth_middleware(token: Optional[str]):
 
 
 class Api:
-    def __init__(self, store: Store, scheduler: Scheduler, loop: asyncio.AbstractEventLoop):
+    def __init__(self, store: Store, scheduler: Scheduler, loop: asyncio.AbstractEventLoop,
+                 policy: Optional[Policy] = None):
         self.store = store
         self.scheduler = scheduler
         self.loop = loop
+        self.policy = policy or Policy()
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._devices: Optional[list] = None
         scheduler.on_done(self._done_from_thread)
@@ -137,7 +181,7 @@ class Api:
         if not raw:
             raise ApiError(400, "bad_request", "the request body is empty; send a JSON object")
         try:
-            return json.loads(raw)
+            return await asyncio.to_thread(json.loads, raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ApiError(400, "bad_request", f"the request body is not JSON: {e}") from None
         except RecursionError:
@@ -160,12 +204,22 @@ class Api:
         except Invalid as e:
             raise ApiError(e.status, e.code, e.message) from None
 
-    @staticmethod
-    def _parse_request(data, where: str) -> tuple[str, str]:
+    def _parse_request(self, data, where: str) -> tuple[str, str, list]:
         try:
-            return parse_request(data, where)
+            jid, text, flags = parse_request(data, where, policy=self.policy)
         except Invalid as e:
             raise ApiError(e.status, e.code, e.message) from None
+        return jid, text, [to_dict(f) for f in flags]
+
+    def _parse_submission(self, data) -> list[tuple[str, str, list]]:
+        if isinstance(data, dict) and "requests" in data:
+            items = data["requests"]
+            if not isinstance(items, list) or not items:
+                raise ApiError(400, "bad_request", "'requests' must be a non-empty list of EvalRequest objects")
+            if len(items) > MAX_BATCH:
+                raise ApiError(413, "too_large", f"a batch holds at most {MAX_BATCH} requests; got {len(items)}")
+            return [self._parse_request(d, f"requests[{i}]") for i, d in enumerate(items)]
+        return [self._parse_request(data, "EvalRequest")]
 
     def _job_doc(self, job) -> dict:
         doc = job.summary()
@@ -203,15 +257,9 @@ class Api:
             raise ApiError(503, "draining", "the runner is shutting down; submit again when it is back",
                            retry_after=5)
         data = await self._json(request)
-        if isinstance(data, dict) and "requests" in data:
-            items = data["requests"]
-            if not isinstance(items, list) or not items:
-                raise ApiError(400, "bad_request", "'requests' must be a non-empty list of EvalRequest objects")
-            if len(items) > MAX_BATCH:
-                raise ApiError(413, "too_large", f"a batch holds at most {MAX_BATCH} requests; got {len(items)}")
-            parsed = [self._parse_request(d, f"requests[{i}]") for i, d in enumerate(items)]
-        else:
-            parsed = [self._parse_request(data, "EvalRequest")]
+        # Off the event loop: checking a large batch must not hold up health checks and results.
+        parsed = await asyncio.to_thread(self._parse_submission, data)
+        del data
         if len(parsed) > self.scheduler.max_queue:
             raise ApiError(413, "batch_too_large", f"a batch of {len(parsed)} requests can never fit this "
                            f"runner's queue ({self.scheduler.max_queue}, its --max-queue); send smaller batches")
@@ -305,12 +353,17 @@ class Api:
                        + (" (a running evaluation finishes within its time limits)" if state == "running" else ""))
 
 
-def make_app(store: Store, scheduler: Scheduler, token: Optional[str], max_body: int,
-             loop: asyncio.AbstractEventLoop) -> web.Application:
-    app = web.Application(client_max_size=max_body, middlewares=[errors_middleware, auth_middleware(token)])
+def make_app(store: Store, scheduler: Scheduler, token: str, max_body: int,
+             loop: asyncio.AbstractEventLoop, policy: Optional[Policy] = None,
+             hosts: Optional[frozenset] = None) -> web.Application:
+    """``hosts``: the only ``Host`` names served (a loopback daemon), or None for any."""
+    if not token:
+        raise ValueError("the daemon always has a token")
+    app = web.Application(client_max_size=max_body,
+                          middlewares=[errors_middleware, browser_guard(hosts), auth_middleware(token)])
     app["max_body"] = max_body
-    app["auth"] = token is not None
-    api = Api(store, scheduler, loop)
+    app["auth"] = True
+    api = Api(store, scheduler, loop, policy)
     app["api"] = api
     app.router.add_get("/v1/health", api.health)
     app.router.add_get("/v1/device", api.device)

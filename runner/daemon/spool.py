@@ -33,7 +33,7 @@ from typing import Optional
 from ..schema import SCHEMA, ErrorInfo, EvalResult, to_dict, to_json
 from .scheduler import Scheduler
 from .store import Conflict, Store
-from .validate import Invalid, check_id, parse_request
+from .validate import Invalid, Policy, check_id, parse_request
 
 log = logging.getLogger("geak-runner")
 
@@ -55,11 +55,12 @@ def write_atomic(path: Path, text: str):
 
 class Spool:
     def __init__(self, directory: Path, store: Store, scheduler: Scheduler, max_body: int,
-                 poll_s: float = 1.0):
+                 poll_s: float = 1.0, policy: Optional[Policy] = None):
         self.dir = directory
         self.store = store
         self.scheduler = scheduler
         self.max_body = max_body
+        self.policy = policy or Policy()
         self.poll_s = poll_s
         self._observer = None
         self._lock = threading.Lock()
@@ -161,8 +162,8 @@ class Spool:
                 self._reject(jid, f"{name} is not JSON: {e}")
                 return
             try:
-                _, text = parse_request(data, name, jid=jid)
-                jobs = self.store.submit([(jid, text)], origin="spool")
+                _, text, flags = parse_request(data, name, jid=jid, policy=self.policy)
+                jobs = self.store.submit([(jid, text, [to_dict(f) for f in flags])], origin="spool")
             except Invalid as e:
                 self._reject(jid, e.message)
                 return

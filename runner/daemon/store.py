@@ -12,6 +12,9 @@ existing job; the same id with a different request is a conflict.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import os
 import re
 import sqlite3
 import threading
@@ -20,8 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""A job id (use ``fullmatch``)."""
 STATES = ("queued", "running", "done", "cancelled")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DB_NAME = "jobs.sqlite3"
+_COLUMNS = {"seq", "id", "digest", "request", "state", "origin", "lane", "attempts", "result", "delivered",
+            "submitted", "started", "finished"}
+"""The columns a job database must have (``notes`` is added to older ones)."""
+
+log = logging.getLogger("geak-runner")
 
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -37,7 +48,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     delivered  INTEGER NOT NULL DEFAULT 0,
     submitted  REAL NOT NULL,
     started    REAL,
-    finished   REAL
+    finished   REAL,
+    notes      TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
 """
@@ -72,19 +84,92 @@ class Job:
 _COLS = "id, state, origin, attempts, lane, submitted, started, finished"
 
 
+class StateError(Exception):
+    """The job database cannot be used as it is: the message says why and what to do."""
+
+
+def _create_db(path: Path) -> None:
+    """A new, empty job database at ``path``, readable by this user only. Made under a temporary
+    name and renamed, so ``path`` is never an empty or half-made file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+        p.unlink(missing_ok=True)
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    db = sqlite3.connect(str(tmp), isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript(_SCHEMA_SQL)
+    finally:
+        db.close()
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_db_file(path: Path) -> None:
+    """An existing database file must be a SQLite file of this user's; it is made private."""
+    st = path.stat()
+    if not os.path.isfile(path):
+        raise StateError(f"{path} is not a regular file")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise StateError(f"{path} belongs to another user (uid {st.st_uid}); give this daemon a --state "
+                         "directory of its own")
+    if st.st_size == 0:
+        raise StateError(f"{path} is empty (0 bytes), so it holds no jobs; a state that lost its queue is "
+                         "not started silently. If no jobs were queued, delete it (a missing file starts a "
+                         "new state); otherwise restore it from a backup")
+    with open(path, "rb") as f:
+        head = f.read(len(SQLITE_MAGIC))
+    if head != SQLITE_MAGIC:
+        raise StateError(f"{path} is not a SQLite database (not geak-runner's job queue); move it away or "
+                         "give another --state directory")
+
+
 class Store:
-    """Thread-safe: one connection behind a lock (each statement is short)."""
+    """Thread-safe: one connection behind a lock (each statement is short).
+
+    ``directory`` holds ``jobs.sqlite3``: a missing file is a new, empty queue; an empty file,
+    another user's, or one that is not geak-runner's database raises ``StateError``."""
 
     def __init__(self, directory: Path):
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "jobs.sqlite3"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path = directory / DB_NAME
+        if self.path.exists() or self.path.is_symlink():
+            _check_db_file(self.path)
+        else:
+            _create_db(self.path)
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
                                    timeout=30)
         self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")  # a commit is on disk before we answer
-            self._db.executescript(_SCHEMA_SQL)
+        try:
+            with self._lock:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")  # a commit is on disk before we answer
+                tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if "jobs" not in tables:
+                    raise StateError(f"{self.path} is a SQLite database without geak-runner's jobs table "
+                                     f"(it has: {', '.join(sorted(tables)) or 'no tables'}); move it away or "
+                                     "give another --state directory")
+                cols = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+                if not _COLUMNS <= cols:
+                    raise StateError(f"{self.path}: its jobs table is not geak-runner's (missing "
+                                     f"{', '.join(sorted(_COLUMNS - cols))}); move it away or give another "
+                                     "--state directory")
+                if "notes" not in cols:  # made by an older version
+                    self._db.execute("ALTER TABLE jobs ADD COLUMN notes TEXT")
+                self._db.executescript(_SCHEMA_SQL)
+            if self.path.stat().st_mode & 0o077:  # made by an older version, under umask 022
+                os.chmod(self.path, 0o600)
+                log.warning("made %s private (it was readable by other users)", self.path)
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise StateError(f"{self.path} cannot be read as a job database: {e}") from None
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self):
         with self._lock:
@@ -92,11 +177,12 @@ class Store:
 
     # ------------------------------------------------------------------ submit
 
-    def submit(self, items: list[tuple[str, str]], origin: str = "http",
+    def submit(self, items: list[tuple], origin: str = "http",
                max_queued: Optional[int] = None) -> list[tuple[Job, bool]]:
-        """Insert ``(id, request_json)`` pairs in one transaction. Returns ``(job, created)``
-        per item. Raises ``Conflict`` (nothing inserted) when an id is taken by another request,
-        and ``Busy`` when the new jobs would take the queue past ``max_queued``."""
+        """Insert ``(id, request_json)`` or ``(id, request_json, notes)`` items in one
+        transaction (``notes``: flags for the result, as JSON-able dicts). Returns ``(job,
+        created)`` per item. Raises ``Conflict`` (nothing inserted) when an id is taken by
+        another request, and ``Busy`` when the new jobs would take the queue past ``max_queued``."""
         now = time.time()
         out: list[tuple[Job, bool]] = []
         with self._lock:
@@ -106,43 +192,44 @@ class Store:
                 new = 0
                 seen: dict[str, str] = {}
                 plan = []
-                for jid, text in items:
+                for jid, text, *rest in items:
+                    notes = json.dumps(rest[0]) if rest and rest[0] else None
                     d = digest(text)
                     if jid in seen:
                         if seen[jid] != d:
                             raise Conflict(f"id '{jid}' appears twice in the batch with different requests")
-                        plan.append((jid, text, d, "dup"))
+                        plan.append((jid, text, d, "dup", notes))
                         continue
                     seen[jid] = d
                     row = cur.execute("SELECT digest FROM jobs WHERE id=?", (jid,)).fetchone()
                     if row is not None:
                         if row[0] != d:
                             raise Conflict(f"id '{jid}' is already used by a different request")
-                        plan.append((jid, text, d, "old"))
+                        plan.append((jid, text, d, "old", notes))
                     else:
-                        plan.append((jid, text, d, "new"))
+                        plan.append((jid, text, d, "new", notes))
                         new += 1
                 if max_queued is not None and new:
                     queued = cur.execute("SELECT COUNT(*) FROM jobs WHERE state='queued'").fetchone()[0]
                     if queued + new > max_queued:
                         raise Busy(queued, queued + new - max_queued)
-                for jid, text, d, kind in plan:
+                for jid, text, d, kind, notes in plan:
                     if kind == "new":
-                        cur.execute("INSERT INTO jobs (id, digest, request, state, origin, submitted) "
-                                    "VALUES (?, ?, ?, 'queued', ?, ?)", (jid, d, text, origin, now))
+                        cur.execute("INSERT INTO jobs (id, digest, request, state, origin, submitted, notes) "
+                                    "VALUES (?, ?, ?, 'queued', ?, ?, ?)", (jid, d, text, origin, now, notes))
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
-            for jid, _, _, kind in plan:
+            for jid, _, _, kind, _ in plan:
                 out.append((self._get(jid), kind == "new"))
         return out
 
     # ------------------------------------------------------------------ scheduling
 
-    def claim(self, lane: int) -> Optional[tuple[str, str, int]]:
-        """Take the oldest queued job for ``lane``: ``(id, request_json, attempts)`` or None.
-        ``attempts`` counts this start."""
+    def claim(self, lane: int) -> Optional[tuple[str, str, int, list]]:
+        """Take the oldest queued job for ``lane``: ``(id, request_json, attempts, notes)`` or
+        None. ``attempts`` counts this start; ``notes`` are the flags stored at submission."""
         with self._lock:
             # A claim lost to a power cut only runs the job again, so it need not wait for fsync
             # (the next durable commit writes it too); submissions and results do wait.
@@ -150,7 +237,7 @@ class Store:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                row = cur.execute("SELECT id, request, attempts FROM jobs WHERE state='queued' ORDER BY seq "
+                row = cur.execute("SELECT id, request, attempts, notes FROM jobs WHERE state='queued' ORDER BY seq "
                                   "LIMIT 1").fetchone()
                 if row is not None:
                     cur.execute("UPDATE jobs SET state='running', lane=?, started=?, attempts=attempts+1 "
@@ -161,7 +248,7 @@ class Store:
                 raise
             finally:
                 self._db.execute("PRAGMA synchronous=FULL")
-        return (row[0], row[1], row[2] + 1) if row else None
+        return (row[0], row[1], row[2] + 1, json.loads(row[3]) if row[3] else []) if row else None
 
     def finish(self, jid: str, result_json: str) -> bool:
         """Store a result once; False if the job was not running (finished or cancelled)."""
