@@ -443,16 +443,20 @@ def promote_compiles(job: "Job", shared: str) -> None:
         promote(os.path.join(job.scratch, ".triton"), shared)
 
 
-def effective_limits(asked: Optional[Limits], ceiling: Limits) -> Limits:
-    """The runner's limits are ceilings: a request may lower a limit, never raise or remove it
-    (a missing, non-finite or non-positive value means the ceiling)."""
+def effective_limits(asked: Optional[Limits], ceiling: Optional[Limits]) -> Limits:
+    """There is no "no limit": a missing, non-finite or non-positive limit means the ceiling (or
+    the default), and with ceilings (a daemon's) a request may lower a limit, never raise it."""
+    import dataclasses
     import math
-    out = Limits()
-    for name in ("import_s", "run_s", "timing_s", "memory_mb"):
-        top = getattr(ceiling, name)
-        v = getattr(asked, name, None) if asked is not None else None
+    out, default = Limits(), Limits()
+    for f in dataclasses.fields(Limits):
+        top = getattr(ceiling, f.name) if ceiling is not None else None
+        v = getattr(asked, f.name, None) if asked is not None else None
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-        setattr(out, name, type(top)(min(v, top)) if ok else top)
+        value = v if ok else (top if top is not None else getattr(default, f.name))
+        if top is not None:
+            value = min(value, top)
+        setattr(out, f.name, type(getattr(default, f.name))(value))
     return out
 
 
@@ -507,7 +511,7 @@ class WorkerPool:
         self.start_timeout = start_timeout
         self.isolate = isolate_network
         self.target_spares = spares if spares is not None else self.size + 1
-        self.max_limits = max_limits or Limits()
+        self.max_limits = max_limits  # the runner's ceilings (a daemon's); None: the request's own
         sweep_stale_roots()
         self.root = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
         self._cond = threading.Condition()

@@ -165,3 +165,48 @@ def test_compiles_leave_the_device_lock_and_a_screened_config_is_a_cache_hit(tmp
     warm = p.evaluate(gpu_runner, "mm.py::matmul", "warm.py::matmul", cases=[2], trials=1)
     assert warm.status == "ok" and warm.correct, warm.message
     assert warm.phases.get("compile", 0.0) < cold.phases["compile"] / 3, (warm.phases, cold.phases)
+
+
+# ----------------------------------------------------------------------------- real-world shapes and attacks
+
+
+def test_store_past_the_end_and_gradients_on_gpu(tmp_path, gpu_runner):
+    from test_verdicts import SCALE
+    p = Project(tmp_path).write("ref.py", BIG)
+    p.write("oob.py", kernel_variant(store_mask="offs <= n"))
+    r = p.evaluate(gpu_runner, "ref.py::add_relu", "oob.py::add_relu", trials=1, cases=[1])
+    assert r.status == "mismatch" and "writes outside its tensors" in r.cases[0].detail, r.message
+    p.write("scale.py", SCALE.format(backward_factor="2.0"))
+    p.write("scale_bad.py", SCALE.format(backward_factor="3.0"))
+    assert p.evaluate(gpu_runner, "scale.py::scale", timing=False).status == "ok"
+    r = p.evaluate(gpu_runner, "scale.py::scale", "scale_bad.py::scale", timing=False)
+    assert r.status == "mismatch" and r.cases[0].detail.startswith("gradient of 'x'"), r.message
+
+
+def test_a_tritonbench_style_test_is_timed_call_by_call(tmp_path, gpu_runner):
+    from test_verdicts import TWO_FUNCTIONS
+    p = Project(tmp_path)
+    p.write("task.py", TWO_FUNCTIONS.format(grad="2.0 * x * g").replace("500", "1 << 22"))
+    r = p.evaluate(gpu_runner, "task.py::square_forward")
+    assert r.status == "ok" and r.correct and r.timing is not None, r.message
+    assert r.inputs_convention == "tests" and r.cases[0].timing.reps > 0
+
+
+def test_escaped_processes_die_on_gpu_too(gproject, gpu_runner):
+    from test_sandbox import alive_with
+    gproject.write("cand.py", kernel_variant(extra='''
+        import os, subprocess
+        _done = []
+        def _escape():
+            if not _done:
+                _done.append(1)
+                subprocess.Popen(["sleep", "979"], start_new_session=True)
+    ''', pre="    _escape()"))
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu", trials=1, cases=[1])
+    assert r.status == "rejected" and "background_process" in flag_codes(r, "reject"), r.message
+    import time
+    deadline = time.monotonic() + 5
+    while alive_with("sleep 979") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive_with("sleep 979")
+    assert r.sandbox["network"].startswith("isolated") and r.sandbox["capabilities"] == "none"

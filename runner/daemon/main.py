@@ -225,7 +225,7 @@ async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> i
     ceilings = limit_ceilings(args)
     policy = Policy(ceilings=ceilings, max_file_bytes=args.max_file_kb << 10,
                     max_request_bytes=args.max_request_mb << 20)
-    scheduler = Scheduler(store, gpus, args.workers, args.device, max_queue=args.max_queue)
+    scheduler = Scheduler(store, gpus, args.workers, args.device, max_queue=args.max_queue, ceilings=ceilings)
     max_body = args.max_body_mb << 20
     allowed = frozenset(host_name(h) for h in (args.allow_host or []))
     hosts = (LOOPBACK_NAMES | {host_name(args.host)} | allowed) if is_loopback(args.host) else \
