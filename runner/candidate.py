@@ -176,7 +176,7 @@ class CandidateSide(Side):
                         raise f from None
                     rec = {"return": None, "calls": [], "raised": type(e).__name__, "message": f.message}
             else:
-                d = load(str(self.xdir / f"in-{case}-{trial}.pt"), None if self.interp else "cuda")
+                d = load(str(self.xdir / f"in-{case}-{trial}.pt"))
                 call = Call(tuple(d["args"]), dict(d["kwargs"]))
                 fn = self.function("candidate")
                 channel.at("candidate", f"case {case}")
@@ -266,7 +266,7 @@ class CandidateSide(Side):
     # ----------------------------------------------------------------- timing (GPU)
 
     def time(self, case: int) -> dict:
-        data = load(str(self.xdir / f"time-{case}.pt"), "cuda")
+        data = load(str(self.xdir / f"time-{case}.pt"))
         pairs, calls = [], []
         if self.unit == "tests":
             for c in data:

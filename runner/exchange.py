@@ -20,6 +20,7 @@ Inside the worker (needs torch).
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Optional
 
 import torch
@@ -59,7 +60,7 @@ def to_plain(obj: Any, clone: bool = True) -> Any:
             return obj.item()
     except ImportError:
         pass
-    text = repr(obj)
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(obj))  # addresses differ between processes
     return {"<object>": f"{type(obj).__module__}.{type(obj).__qualname__}",
             "repr": text if len(text) <= 200 else text[:197] + "..."}
 

@@ -236,7 +236,7 @@ class ReferenceSide(Side):
     def judge(self, case: int, trial: int) -> dict:
         rec, masks, call = self.expected.pop((case, trial))
         try:
-            got = load(str(self.xdir / f"out-{case}-{trial}.pt"), None if self.interp else "cuda")
+            got = load(str(self.xdir / f"out-{case}-{trial}.pt"))  # tensors stay where they were
         except Exception as e:
             return {"passed": False, "detail": f"no outputs to compare: {e}", "max_abs": None, "max_rel": None}
         if not isinstance(got, dict) or (self.unit != "tests" and "output" not in got):
@@ -330,7 +330,9 @@ class ReferenceSide(Side):
     def time_inputs(self, case: int) -> dict:
         path = str(self.xdir / f"time-{case}.pt")
         if self.unit == "tests":
-            calls = self.timed_calls.get(case, [])
+            # Calls whose arguments are more than tensors and plain values cannot be handed to
+            # the candidate's process: they are not timed.
+            calls = [c for c in self.timed_calls.get(case, []) if _transferable((c["args"], c["kwargs"]))]
             save(path, calls)
             return {"calls": len(calls)}
         call = self.inputs(case, self.seed(case, 0))
@@ -360,6 +362,17 @@ class ReferenceSide(Side):
             raise self.failure(e, "reference", f"timing case {case} alone") from None
         return {"ref_ms": (t["ref_ms"] + t["cand_ms"]) / 2, "spread_pct": max(t["ref_spread_pct"],
                                                                               t["cand_spread_pct"])}
+
+
+def _transferable(obj) -> bool:
+    import torch
+    if obj is None or isinstance(obj, (bool, int, float, str, complex, torch.Tensor, torch.dtype, torch.device)):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return all(_transferable(o) for o in obj)
+    if isinstance(obj, dict):
+        return all(isinstance(k, (str, int)) and _transferable(v) for k, v in obj.items())
+    return False
 
 
 def _finite(x) -> Optional[float]:

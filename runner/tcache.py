@@ -72,9 +72,14 @@ def promote(private: str, shared: str) -> int:
         src, dst = os.path.join(private, key), os.path.join(shared, key)
         if os.path.exists(dst) or not os.path.isdir(src) or key.startswith("tmp"):
             continue
-        names = [n for n in os.listdir(src) if not n.startswith("tmp.")]
-        if not any(n.startswith("__grp__") for n in names):
-            continue  # not finished yet (the group file is written last)
+        entries = os.listdir(src)
+        names = [n for n in entries if not n.startswith("tmp.")]
+        if not names or len(names) != len(entries):
+            continue  # being written (Triton writes through tmp.* directories)
+        # Kernels are groups (the group file is written last); launchers and driver helpers
+        # (compiled with the C compiler on first use in a process) are single files.
+        if any(n.endswith(".json") for n in names) and not any(n.startswith("__grp__") for n in names):
+            continue
         tmp = tempfile.mkdtemp(prefix=".promote-", dir=shared)
         try:
             for n in names:
