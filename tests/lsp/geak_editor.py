@@ -168,9 +168,10 @@ CAPABILITIES = t.ClientCapabilities(
 
 
 async def start(root: Path, init: Optional[dict] = None, configuration: Optional[dict] = None,
-                env: Optional[dict] = None, capabilities: t.ClientCapabilities = CAPABILITIES) -> Editor:
+                env: Optional[dict] = None, capabilities: t.ClientCapabilities = CAPABILITIES,
+                args: tuple[str, ...] = ()) -> Editor:
     server_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "geak_lsp"], client_factory=_factory,
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "geak_lsp", *args], client_factory=_factory,
                              server_env=server_env)
     client = await cfg.start()
     editor = Editor(client)

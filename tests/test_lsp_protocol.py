@@ -1,0 +1,131 @@
+"""The language server as a protocol peer: the transports editors' client libraries ask for.
+
+The real ``python -m geak_lsp`` subprocess, driven by pytest-lsp (or by hand, for the pipe and
+socket transports, where the client listens and the server connects)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ADD_RELU, ROOT, Project
+from lsp.geak_editor import start, stop
+
+aio = pytest.mark.asyncio(loop_scope="function")
+
+WRAPPER_LINE = ADD_RELU.splitlines().index("def add_relu(x, y):")
+BASE = {"geak": {"device": "interpreter", "trials": 1, "workers": 1}}
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture
+def proj(tmp_path) -> Project:
+    return Project(tmp_path).write("k.py", ADD_RELU)
+
+
+# ------------------------------------------------------------------ transports
+
+
+@aio
+async def test_stdio_flag_that_vscode_languageclient_appends(proj):
+    """vscode-languageclient starts an executable server as `command args... --stdio`."""
+    ed = await start(proj.root, init=BASE, args=("--stdio",))
+    try:
+        uri = ed.open(proj.root / "k.py")
+        assert [a.title for a in await ed.actions(uri, WRAPPER_LINE)] == ["Optimize with GEAK", "Benchmark with GEAK"]
+    finally:
+        await stop(ed)
+
+
+def _frame(doc: dict) -> bytes:
+    body = json.dumps(doc).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+async def _read_message(reader: asyncio.StreamReader) -> dict:
+    length = None
+    while True:
+        line = await reader.readline()
+        if not line:
+            raise EOFError("the server closed the connection")
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+        elif line in (b"\r\n", b"\n") and length is not None:
+            return json.loads(await reader.readexactly(length))
+
+
+async def _session_over(reader, writer, root: Path) -> dict:
+    """initialize -> the answer; shutdown; exit. Notifications the server sends are skipped."""
+    writer.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {}}}))
+    await writer.drain()
+    while (msg := await _read_message(reader)).get("id") != 1:
+        pass
+    writer.write(_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+    writer.write(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+    await writer.drain()
+    while (await _read_message(reader)).get("id") != 2:
+        pass
+    writer.write(_frame({"jsonrpc": "2.0", "method": "exit"}))
+    await writer.drain()
+    return msg
+
+
+@pytest.mark.parametrize("kind", ["pipe", "socket"])
+@aio
+async def test_pipe_and_socket_transports_connect_to_the_client(proj, tmp_path, kind):
+    """`--pipe=NAME` and `--socket=PORT`: the client listens, the server connects to it."""
+    connected: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def on_connect(reader, writer):
+        if not connected.done():
+            connected.set_result((reader, writer))
+
+    if kind == "pipe":
+        path = str(tmp_path / "geak.sock")
+        listener = await asyncio.start_unix_server(on_connect, path=path)
+        arg = f"--pipe={path}"
+    else:
+        listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        arg = f"--socket={listener.sockets[0].getsockname()[1]}"
+    proc = subprocess.Popen([sys.executable, "-m", "geak_lsp", arg, f"--clientProcessId={os.getpid()}"],
+                            cwd=proj.root, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        reader, writer = await asyncio.wait_for(connected, 30)
+        answer = await asyncio.wait_for(_session_over(reader, writer, proj.root), 30)
+        assert answer["result"]["serverInfo"]["name"] == "geak-lsp"
+        assert proc.wait(timeout=15) == 0
+        assert proc.stdout.read() == b"", "the protocol went over the connection, not stdout"
+        writer.close()
+    finally:
+        listener.close()
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_transport_that_cannot_connect_is_named():
+    out = subprocess.run([sys.executable, "-m", "geak_lsp", "--pipe=/nonexistent/geak.sock"],
+                         env=ENV, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "cannot connect to the client at pipe /nonexistent/geak.sock" in out.stderr
+
+
+def test_the_server_leaves_when_its_client_process_is_gone(tmp_path):
+    """--clientProcessId: the editor died without closing stdin; the server does not linger."""
+    editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    proc = subprocess.Popen([sys.executable, "-m", "geak_lsp", "--stdio", f"--clientProcessId={editor.pid}"],
+                            cwd=tmp_path, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        editor.wait(timeout=30)
+        assert proc.wait(timeout=30) == 0
+        assert b"is gone" in proc.stderr.read()
+    finally:
+        for p in (proc, editor):
+            if p.poll() is None:
+                p.kill()
