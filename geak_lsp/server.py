@@ -37,6 +37,7 @@ from .diagnostics import Diagnostics, Finding
 from .edits import Merge, MergeError, describe, line_range, merge
 from .hover import hover_text
 from .jobs import Job, JobManager
+from .protocol import GeakProtocol
 from .settings import Settings
 from .store import Store, record_from_result
 from .strategies import Outcome, confirm
@@ -63,7 +64,8 @@ class Pending:
 
 class GeakServer(LanguageServer):
     def __init__(self):
-        super().__init__("geak-lsp", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental)
+        super().__init__("geak-lsp", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental,
+                         protocol_cls=GeakProtocol)
         self.settings = Settings()
         self.init_options: Any = None
         self.targets = TargetCache()

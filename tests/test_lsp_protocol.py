@@ -1,4 +1,5 @@
-"""The language server as a protocol peer: the transports editors' client libraries ask for.
+"""The language server as a protocol peer: the transports editors' client libraries ask for,
+and an answer to every request (malformed ones included).
 
 The real ``python -m geak_lsp`` subprocess, driven by pytest-lsp (or by hand, for the pipe and
 socket transports, where the client listens and the server connects)."""
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pygls.exceptions import JsonRpcException
 
 from conftest import ADD_RELU, ROOT, Project
 from lsp.geak_editor import start, stop
@@ -129,3 +131,41 @@ def test_the_server_leaves_when_its_client_process_is_gone(tmp_path):
         for p in (proc, editor):
             if p.poll() is None:
                 p.kill()
+
+
+# ------------------------------------------------------------------ every request answered
+
+
+@aio
+async def test_malformed_code_action_requests_get_invalid_params_not_silence(proj):
+    ed = await start(proj.root, init=BASE)
+    try:
+        uri = ed.open(proj.root / "k.py")
+        ctx = {"diagnostics": []}
+        bad = {
+            "params: null": None,
+            "range not a range": {"textDocument": {"uri": uri}, "range": 5, "context": ctx},
+            "negative line": {"textDocument": {"uri": uri}, "context": ctx,
+                              "range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 0}}},
+            "no textDocument": {"range": {"start": {"line": 0, "character": 0},
+                                          "end": {"line": 0, "character": 0}}, "context": ctx},
+        }
+        for what, params in bad.items():
+            with pytest.raises(JsonRpcException) as e:
+                await ed.raw_request("textDocument/codeAction", params)
+            assert e.value.code == -32602, what
+            assert "Invalid params for textDocument/codeAction" in e.value.message, what
+        err = e.value.message
+        assert "textDocument" in err, err  # says which field
+        # A malformed hover too; and the server still answers well-formed requests afterwards,
+        # with no "Invalid Params" popup for the user.
+        with pytest.raises(JsonRpcException) as e:
+            await ed.raw_request("textDocument/hover", {"textDocument": {"uri": uri}, "position": "here"})
+        assert e.value.code == -32602
+        good = await ed.raw_request("textDocument/codeAction", {
+            "textDocument": {"uri": uri}, "context": ctx,
+            "range": {"start": {"line": WRAPPER_LINE, "character": 0}, "end": {"line": WRAPPER_LINE, "character": 0}}})
+        assert [a["title"] for a in good] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        assert not [m.message for m in ed.client.messages if "Invalid" in m.message]
+    finally:
+        await stop(ed)

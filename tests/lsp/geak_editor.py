@@ -7,9 +7,11 @@ The server under test is the real ``python -m geak_lsp`` subprocess."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -98,6 +100,17 @@ class Editor:
         h = await self.client.text_document_hover_async(t.HoverParams(
             text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=4)))
         return h.contents.value if h else None
+
+    async def raw_request(self, method: str, params: Any, timeout: float = 10.0) -> Any:
+        """Send ``params`` exactly as given (no lsprotocol types on the way out) and wait for the
+        answer; an error answer raises pygls' JsonRpcException (with ``code``)."""
+        proto = self.client.protocol
+        msg_id = str(uuid.uuid4())
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        proto._request_futures[msg_id] = fut
+        proto._result_types[msg_id] = None
+        proto._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
 
     async def info(self) -> dict:
         return await self.client.workspace_execute_command_async(t.ExecuteCommandParams(
