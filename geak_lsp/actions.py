@@ -8,6 +8,7 @@ their ``edit``.
 
 from __future__ import annotations
 
+import enum
 from typing import Optional
 
 from lsprotocol import types as t
@@ -54,6 +55,20 @@ def target_actions(doc: DocumentTargets, uri: str, line: int, running: list[str]
             out.append(t.CodeAction(title="Add GEAK inputs", kind=t.CodeActionKind.QuickFix, edit=edit,
                                     is_preferred=False))
     return out
+
+
+def only(acts: list[t.CodeAction], kinds: Optional[list[str]]) -> list[t.CodeAction]:
+    """The actions of the kinds the client asked for (``CodeActionContext.only``): a kind
+    matches itself and its sub-kinds ("refactor" takes "refactor.rewrite.geak")."""
+    if not kinds:
+        return acts
+    wanted = [_kind(k) for k in kinds]
+    return [a for a in acts if a.kind is not None and any(
+        _kind(a.kind) == k or _kind(a.kind).startswith(k + ".") for k in wanted)]
+
+
+def _kind(k) -> str:
+    return k.value if isinstance(k, enum.Enum) else str(k)
 
 
 def cancel_action(job_id: str, name: str) -> t.CodeAction:

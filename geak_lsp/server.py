@@ -548,7 +548,7 @@ def on_code_action(ls: GeakServer, params: t.CodeActionParams):
     apply = ls.apply_action(uri, doc, found)
     if apply is not None:
         out.insert(0, apply)
-    return out or None
+    return actions.only(out, params.context.only) or None
 
 
 @server.feature(t.TEXT_DOCUMENT_HOVER)

@@ -1,5 +1,5 @@
 """The language server as a protocol peer: the transports editors' client libraries ask for,
-and an answer to every request (malformed ones included).
+an answer to every request (malformed ones included), and ``context.only``.
 
 The real ``python -m geak_lsp`` subprocess, driven by pytest-lsp (or by hand, for the pipe and
 socket transports, where the client listens and the server connects)."""
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException
 
 from conftest import ADD_RELU, ROOT, Project
@@ -167,5 +168,31 @@ async def test_malformed_code_action_requests_get_invalid_params_not_silence(pro
             "range": {"start": {"line": WRAPPER_LINE, "character": 0}, "end": {"line": WRAPPER_LINE, "character": 0}}})
         assert [a["title"] for a in good] == ["Optimize with GEAK", "Benchmark with GEAK"]
         assert not [m.message for m in ed.client.messages if "Invalid" in m.message]
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_code_actions_honour_context_only(tmp_path):
+    """VS Code asks for `quickfix` only (diagnostic fixes) and drops, with a warning, actions of
+    other kinds: the server sends only what was asked for."""
+    Project(tmp_path).write("k.py", ADD_RELU.replace("INPUT_CASES", "CASES").replace("get_inputs", "make"))
+    ed = await start(tmp_path, init=BASE)
+    try:
+        uri = ed.open(tmp_path / "k.py")
+        pos = t.Position(line=WRAPPER_LINE, character=0)
+
+        async def titles(only):
+            got = await ed.client.text_document_code_action_async(t.CodeActionParams(
+                text_document=t.TextDocumentIdentifier(uri=uri), range=t.Range(start=pos, end=pos),
+                context=t.CodeActionContext(diagnostics=[], only=only)))
+            return [(a.title, a.kind) for a in got or []]
+
+        everything = await titles(None)
+        assert [x[0] for x in everything] == ["Optimize with GEAK", "Benchmark with GEAK", "Add GEAK inputs"]
+        assert await titles([t.CodeActionKind.QuickFix]) == [("Add GEAK inputs", t.CodeActionKind.QuickFix)]
+        assert [x[0] for x in await titles([t.CodeActionKind.Refactor])] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        assert [x[0] for x in await titles(["refactor.rewrite.geak"])] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        assert await titles([t.CodeActionKind.SourceOrganizeImports]) == []
     finally:
         await stop(ed)
