@@ -71,6 +71,12 @@ def _kind(k) -> str:
     return k.value if isinstance(k, enum.Enum) else str(k)
 
 
+def still_reading(chars: int) -> t.CodeAction:
+    """While a large document is parsed in the background."""
+    return t.CodeAction(title="Optimize with GEAK", kind=KIND_GEAK, disabled=t.CodeActionDisabled(
+        reason=f"GEAK is still reading this file ({chars / 1e6:.1f} MB); try again in a moment"))
+
+
 def cancel_action(job_id: str, name: str) -> t.CodeAction:
     return t.CodeAction(title=f"Cancel GEAK job on {name}", kind=KIND_GEAK,
                         command=t.Command(title="Cancel GEAK job", command=CANCEL, arguments=[job_id]))

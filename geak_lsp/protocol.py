@@ -1,4 +1,4 @@
-"""The protocol layer under pygls: every request gets an answer.
+"""The protocol layer under pygls: every request gets an answer, and document changes are cheap.
 
 A request whose params do not fit its method's type is answered with JSON-RPC error -32602
 (Invalid params), saying which field did not fit. pygls 2.1 turns a message into lsprotocol
@@ -6,18 +6,26 @@ types while it reads it; when that fails (``params: null`` for ``textDocument/co
 ``range`` that is not a range, a negative line) it logs the error, shows "Invalid Params" to the
 user and sends nothing back, so the client waits forever. Here such a request becomes a
 ``BadRequest`` that is answered with the error instead.
+
+``textDocument/didChange`` applies incremental changes by slicing the text
+(``documents.apply_change``) instead of pygls's line-by-line rewrite.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote
 from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol.types import ResponseError
 from pygls.exceptions import JsonRpcInvalidParams
+from lsprotocol import types
 from pygls.protocol import JsonRPCRequestMessage, LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from .documents import apply_change
 
 log = logging.getLogger("geak_lsp")
 
@@ -56,6 +64,18 @@ class GeakProtocol(LanguageServerProtocol):
             except Exception as exc:  # noqa: BLE001 - answered below, never dropped
                 return BadRequest(id=data["id"], method=str(data["method"]), reason=_reason(exc))
         return super().structure_message(data)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        """pygls's own, with a faster incremental change (``documents.apply_change``)."""
+        for change in params.content_changes:
+            doc = self.workspace.text_documents.get(unquote(params.text_document.uri))
+            if doc is not None and apply_change(doc, change):
+                doc.version = params.text_document.version
+            else:
+                self.workspace.update_text_document(params.text_document, change)
+        if (user_handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield user_handler, (params,), None
 
     def handle_message(self, message):
         if isinstance(message, BadRequest):

@@ -34,6 +34,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__, actions, settings as settings_mod
 from .diagnostics import Diagnostics, Finding
+from .documents import DocumentIndex
 from .edits import Merge, MergeError, describe, line_range, merge
 from .hover import hover_text
 from .jobs import Job, JobManager
@@ -45,6 +46,8 @@ from .targets import TargetCache, find_targets
 
 log = logging.getLogger("geak_lsp")
 ANNOTATION = "geak-result"
+QUICK_WAIT_S = 0.3
+"""How long a code action or hover waits for a large document's background parse."""
 INFO, WARN = t.DiagnosticSeverity.Information, t.DiagnosticSeverity.Warning
 
 
@@ -69,6 +72,8 @@ class GeakServer(LanguageServer):
         self.settings = Settings()
         self.init_options: Any = None
         self.targets = TargetCache()
+        self.index = DocumentIndex(self.targets, lambda uri: self.workspace.get_text_document(uri),
+                                   on_ready=self.on_changed)
         self.diags = Diagnostics()
         self.pending: dict[str, Pending] = {}
         self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done)
@@ -131,15 +136,23 @@ class GeakServer(LanguageServer):
                 self.log("GEAK: " + st.problem, t.MessageType.Warning)
         return st
 
-    def doc_targets(self, uri: str):
+    async def doc_targets(self, uri: str):
+        """The document and the targets of its current text (waiting for a background parse)."""
         doc = self.workspace.get_text_document(uri)
-        return doc, self.targets.get(uri, doc.source)
+        found = await self.index.wait(uri, doc)
+        if found is None:  # the parse failed (logged): say so rather than guess
+            raise UserFacing(f"GEAK: could not read {Path(uris.to_fs_path(uri) or uri).name}; see the GEAK log")
+        return doc, found
 
     def publish(self, uri: str) -> None:
         try:
-            doc, found = self.doc_targets(uri)
+            doc = self.workspace.get_text_document(uri)
+            found = self.index.usable(uri, doc)
         except Exception:  # noqa: BLE001 - the document was closed
             found = None
+        else:
+            if found is None:
+                return  # a large document still being read: published when it is (on_changed)
         diags = self.diags.render(uri, found)
         self.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
 
@@ -172,7 +185,7 @@ class GeakServer(LanguageServer):
         if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
             raise UserFacing(f"geak.{kind}: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
         uri, name = arg["uri"], arg["name"]
-        doc, found = self.doc_targets(uri)
+        doc, found = await self.doc_targets(uri)
         if found.syntax_error:
             raise UserFacing(f"GEAK: {Path(uris.to_fs_path(uri) or uri).name} does not parse "
                              f"({found.syntax_error}); nothing was run")
@@ -331,7 +344,7 @@ class GeakServer(LanguageServer):
             if out.result is not None:  # what the result measured, for hovers once it is the code
                 self.store(root).put(record_from_result(out.result, rel, job.symbol, result_hash, "optimize",
                                                         tgt.kernels if tgt else [], side="candidate"))
-            doc, found = self.doc_targets(job.uri)
+            doc, found = await self.doc_targets(job.uri)
             if doc.source == job.text:
                 applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)
                 if applied:
@@ -447,7 +460,13 @@ class GeakServer(LanguageServer):
         p = self.pending.get(uri)
         if p is None and not self.diags.has(uri):
             return
-        doc, found = self.doc_targets(uri)
+        try:
+            doc = self.workspace.get_text_document(uri)
+        except Exception:  # noqa: BLE001 - closed
+            return
+        found = self.index.now(uri, doc)
+        if found is None:
+            return  # a large document being read: this runs again when it is
         if p is not None and not found.syntax_error:
             cur = found.by_name(p.job.name)
             if cur is not None and found.source_hash(cur) == p.result_hash:
@@ -519,8 +538,9 @@ async def on_config(ls: GeakServer, params: t.DidChangeConfigurationParams):
 
 @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
 def on_open(ls: GeakServer, params: t.DidOpenTextDocumentParams):
-    ls.targets.get(params.text_document.uri, params.text_document.text)  # parse once, up front
-    ls.on_changed(params.text_document.uri)
+    uri = params.text_document.uri
+    ls.index.now(uri, ls.workspace.get_text_document(uri))  # parse once, up front (large: in the background)
+    ls.on_changed(uri)
 
 
 @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
@@ -530,31 +550,38 @@ def on_change(ls: GeakServer, params: t.DidChangeTextDocumentParams):
 
 @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
 def on_close(ls: GeakServer, params: t.DidCloseTextDocumentParams):
-    ls.targets.forget(params.text_document.uri)
+    ls.index.forget(params.text_document.uri)
 
 
 @server.feature(t.TEXT_DOCUMENT_CODE_ACTION,
                 t.CodeActionOptions(code_action_kinds=[actions.KIND_GEAK, t.CodeActionKind.QuickFix]))
-def on_code_action(ls: GeakServer, params: t.CodeActionParams):
+async def on_code_action(ls: GeakServer, params: t.CodeActionParams):
     uri = params.text_document.uri
-    doc, found = ls.doc_targets(uri)
-    line = params.range.start.line
-    running = [j.symbol for j in ls.jobs.find(uri)]
-    out = actions.target_actions(found, uri, line, running)
-    target = found.at_line(line)
-    if target is not None:
-        for j in ls.jobs.find(uri, target.evaluated):
-            out.append(actions.cancel_action(j.id, target.name))
-    apply = ls.apply_action(uri, doc, found)
-    if apply is not None:
-        out.insert(0, apply)
+    doc = ls.workspace.get_text_document(uri)
+    found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
+    if found is None:
+        out = [actions.still_reading(len(doc.source))]
+    else:
+        line = params.range.start.line
+        running = [j.symbol for j in ls.jobs.find(uri)]
+        out = actions.target_actions(found, uri, line, running)
+        target = found.at_line(line)
+        if target is not None:
+            for j in ls.jobs.find(uri, target.evaluated):
+                out.append(actions.cancel_action(j.id, target.name))
+        apply = ls.apply_action(uri, doc, found)
+        if apply is not None:
+            out.insert(0, apply)
     return actions.only(out, params.context.only) or None
 
 
 @server.feature(t.TEXT_DOCUMENT_HOVER)
-def on_hover(ls: GeakServer, params: t.HoverParams):
+async def on_hover(ls: GeakServer, params: t.HoverParams):
     uri = params.text_document.uri
-    doc, found = ls.doc_targets(uri)
+    doc = ls.workspace.get_text_document(uri)
+    found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
+    if found is None:
+        return None
     target = found.at_header(params.position.line)
     if target is None or target.kind not in ("kernel", "wrapper", "function", "module"):
         return None

@@ -1,5 +1,5 @@
 """The language server as a protocol peer: the transports editors' client libraries ask for,
-an answer to every request (malformed ones included), and ``context.only``.
+an answer to every request (malformed ones included), ``context.only``, and huge documents.
 
 The real ``python -m geak_lsp`` subprocess, driven by pytest-lsp (or by hand, for the pipe and
 socket transports, where the client listens and the server connects)."""
@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,5 +195,87 @@ async def test_code_actions_honour_context_only(tmp_path):
         assert [x[0] for x in await titles([t.CodeActionKind.Refactor])] == ["Optimize with GEAK", "Benchmark with GEAK"]
         assert [x[0] for x in await titles(["refactor.rewrite.geak"])] == ["Optimize with GEAK", "Benchmark with GEAK"]
         assert await titles([t.CodeActionKind.SourceOrganizeImports]) == []
+    finally:
+        await stop(ed)
+
+
+# ------------------------------------------------------------------ huge documents
+
+
+def _huge(target_chars: int = 6_700_000) -> str:
+    """examples/softmax.py again and again under new names: about 6.7 MB, 5,000 targets."""
+    src = (ROOT / "examples" / "softmax.py").read_text()
+    parts, n, i = [src], len(src), 0
+    while n < target_chars:
+        i += 1
+        parts.append(src.replace("softmax", f"softmax{i}"))
+        n += len(parts[-1])
+    return "".join(parts)
+
+
+@aio
+async def test_code_actions_and_hovers_stay_fast_on_a_huge_file(tmp_path):
+    text = _huge()
+    (tmp_path / "big.py").write_text(text)
+    lines = text.splitlines()
+    last_def = max(i for i, line in enumerate(lines) if line.startswith("def softmax") and "(x:" in line)
+    ed = await start(tmp_path, init=BASE)
+    try:
+        uri = ed.open(tmp_path / "big.py")
+
+        async def timed(coro):
+            t0 = time.monotonic()
+            out = await coro
+            return out, time.monotonic() - t0
+
+        # Right after opening: an answer at once, either the actions or "still reading".
+        acts, s = await timed(ed.actions(uri, last_def + 1))
+        assert s < 2.0, s
+        assert acts and acts[0].title == "Optimize with GEAK"
+        if acts[0].disabled:
+            assert "still reading this file (6.7 MB)" in acts[0].disabled.reason
+        deadline = time.monotonic() + 60
+        while (await ed.actions(uri, last_def + 1))[0].disabled and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        acts, s = await timed(ed.actions(uri, last_def + 1))
+        assert [a.title for a in acts] == ["Optimize with GEAK", "Benchmark with GEAK"] and not acts[0].disabled
+        assert s < 1.0, s
+        hover, s = await timed(ed.hover(uri, last_def))
+        assert s < 1.0 and "Not measured yet" in hover, (s, hover)
+
+        # Typing inside a line: every keystroke answered from the last tree, quickly.
+        version, cur = 1, text
+        worst = 0.0
+        for k in range(8):
+            version += 1
+            col = len(lines[last_def + 2])
+            ed.client.text_document_did_change(t.DidChangeTextDocumentParams(
+                text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[t.TextDocumentContentChangePartial(
+                    range=t.Range(start=t.Position(line=last_def + 2, character=col),
+                                  end=t.Position(line=last_def + 2, character=col)), text=" ")]))
+            acts, s = await timed(ed.actions(uri, last_def + 1))
+            worst = max(worst, s)
+            assert [a.title for a in acts][:1] == ["Optimize with GEAK"] and not acts[0].disabled
+        assert worst < 1.5, worst
+
+        # A syntax error typed into the huge file: found without parsing it block by block
+        # from every block onwards (which took minutes), and the server keeps answering.
+        version += 1
+        ed.client.text_document_did_change(t.DidChangeTextDocumentParams(
+            text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[t.TextDocumentContentChangePartial(
+                range=t.Range(start=t.Position(line=last_def + 2, character=0),
+                              end=t.Position(line=last_def + 2, character=0)), text="x")]))
+        t0 = time.monotonic()
+        while True:
+            acts = await ed.actions(uri, last_def + 1)
+            if acts[0].disabled and "does not parse" in acts[0].disabled.reason:
+                break
+            assert time.monotonic() - t0 < 20, [a.disabled for a in acts]
+            await asyncio.sleep(0.1)
+        assert f"line {last_def + 3}" in acts[0].disabled.reason, acts[0].disabled.reason
+        _, s = await timed(ed.hover(uri, last_def))
+        assert s < 1.0, s
     finally:
         await stop(ed)

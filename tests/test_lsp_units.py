@@ -199,3 +199,40 @@ def test_block_wise_discovery_equals_one_parse_of_the_whole_file(path, monkeypat
     assert blockwise == whole
     if path == "<tricky>":
         assert {t.name: t.kind for t in whole.targets} == {"k": "kernel", "wrap": "wrapper", "f": "function"}
+
+
+def test_strings_over_many_column_0_lines_and_syntax_errors_cost_few_parses(monkeypatch):
+    """A block that stops inside a string is joined with 1, 2, 4, ... following blocks (not one
+    more at a time, which was quadratic: minutes on a 6.7 MB file with one typo), and a block
+    that fails on its own mistake is the document's error, at the line a whole-file parse gives."""
+    import ast
+
+    from geak_lsp import targets as T
+    body = "".join(f"line{i} = {i}\n" for i in range(400))
+    text = 'import torch\nDOC = """\n' + body + '"""\n' + ADD_RELU
+    calls = []
+    real = T._summarize
+    monkeypatch.setattr(T, "_summarize", lambda s: calls.append(len(s)) or real(s))
+    T._BLOCKS.clear()
+    T._BAD.clear()
+    found = T.find_targets(text)
+    assert {t.name for t in found.targets} == {"add_relu_kernel", "add_relu"}
+    assert found.by_name("add_relu").name_line == text.splitlines().index("def add_relu(x, y):")
+    assert len(calls) < 30, len(calls)
+    many = "".join(ADD_RELU.replace("add_relu", f"add_relu{i}") for i in range(300))
+    T.find_targets(many)  # every block parsed once; below, only what an edit breaks is parsed again
+    broken = {
+        "a name at column 0 inside a body": many.replace("    n = x.numel()", "x   n = x.numel()", 150),
+        "an unclosed bracket": many.replace("def add_relu200(x, y):", "def add_relu200(x, y:"),
+        "an unclosed triple-quoted string": many.replace("def add_relu7(x, y):", 'S = """\ndef add_relu7(x, y):'),
+        "an unexpected indent": many.replace("def add_relu9(x, y):\n", "def add_relu9(x, y):\n  z = 1\n"),
+        "at the end": many + "foo = = 1\n",
+    }
+    for what, src in broken.items():
+        calls.clear()
+        with pytest.raises(SyntaxError) as mine:
+            T.find_targets(src)
+        with pytest.raises(SyntaxError) as whole:
+            ast.parse(src)
+        assert (mine.value.lineno, mine.value.msg) == (whole.value.lineno, whole.value.msg), what
+        assert len(calls) < 40, (what, len(calls))
