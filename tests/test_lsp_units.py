@@ -144,6 +144,32 @@ def test_the_store_persists_by_source_hash_and_device_and_survives_a_damaged_fil
     assert json.loads((tmp_path / ".geak" / "lsp-results.json").read_text())["version"] == 1
 
 
+
+def test_runs_are_kept_per_target_newest_first_and_a_file_without_them_still_loads(tmp_path):
+    from geak_lsp.store import MAX_RUNS, CandidateRecord, CaseRecord, RunRecord
+    st = Store(tmp_path)
+    for i in range(MAX_RUNS + 3):
+        st.put_run(RunRecord(path="k.py", symbol="add_relu", name="add_relu", source_hash=f"h{i}", kind="optimize",
+                             strategy="tune", device="Triton CPU interpreter", started_at=i, finished_at=i + 0.5,
+                             outcome="no-improvement", message=f"run {i}",
+                             original=[CaseRecord(label="n=300", shapes="x: float32[300]", passed=True)],
+                             candidates=[CandidateRecord(label="BLOCK=512", verdict="verified", correct=True,
+                                                         cases=[CaseRecord(label="n=300", shapes="", passed=True)])]))
+    st.put_run(RunRecord(path="k.py", symbol="other", name="other", source_hash="x", kind="benchmark",
+                         strategy="benchmark", device="d", started_at=0, finished_at=1, outcome="benchmark", message=""))
+    again = Store(tmp_path)
+    runs = again.runs("k.py", "add_relu")
+    assert len(runs) == MAX_RUNS and runs[0].message == f"run {MAX_RUNS + 2}"
+    assert runs[0].candidates[0].cases[0].label == "n=300" and runs[0].original[0].shapes == "x: float32[300]"
+    assert len(again.runs("k.py", "other")) == 1
+    # A file written before runs were kept: its records load, with no runs.
+    doc = json.loads((tmp_path / ".geak" / "lsp-results.json").read_text())
+    doc.pop("runs")
+    (tmp_path / ".geak" / "lsp-results.json").write_text(json.dumps(doc))
+    old = Store(tmp_path)
+    assert old.problem is None and old.runs("k.py", "add_relu") == []
+
+
 TRICKY = '''"""Module docstring
 def not_a_function():
     with a line at column 0
