@@ -17,6 +17,7 @@ from .targets import DocumentTargets, Target
 
 OPTIMIZE, BENCHMARK, CANCEL = "geak.optimize", "geak.benchmark", "geak.cancel"
 APPLY = "geak.applyResult"
+RESULTS = "geak.results"
 SERVER_INFO = "geak.serverInfo"
 KIND_GEAK = t.CodeActionKind.RefactorRewrite + ".geak"
 

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import logging
 import os
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -40,7 +43,7 @@ from .hover import hover_text
 from .jobs import Job, JobManager
 from .protocol import GeakProtocol
 from .settings import Settings
-from .store import Store, record_from_result
+from .store import RunRecord, Store, case_records, device_name, record_from_result
 from .strategies import Outcome, confirm
 from .targets import TargetCache, find_targets
 
@@ -84,6 +87,10 @@ class GeakServer(LanguageServer):
         self._runner_key: Optional[tuple] = None
         self._runner_lock = threading.Lock()
         self._shown_problems: list[str] = []
+        self.client_features: set[str] = set()
+        """Custom client features from ``capabilities.experimental`` (the VS Code extension's):
+        ``geakShowResults`` (it has a geak.showResults command) and ``geakJobEnd`` (it shows the
+        end of each job itself, from the geak/jobEnd notification)."""
 
     # ------------------------------------------------------------------ messages
 
@@ -197,7 +204,7 @@ class GeakServer(LanguageServer):
                              "write a wrapper that does, then run GEAK on it")
         busy = self.jobs.find(uri, target.evaluated)
         if busy:
-            raise UserFacing(f"GEAK: {busy[0].id} is already running on {target.evaluated}")
+            raise UserFacing(f"GEAK: a job is already running on {target.evaluated}")
         job = Job(kind=kind, uri=uri, name=name, symbol=target.evaluated, version=doc.version,
                   text=doc.source, source_hash=found.source_hash(target))
         job.settings = self.settings
@@ -318,12 +325,17 @@ class GeakServer(LanguageServer):
 
     async def _finish_inner(self, job: Job, out: Optional[Outcome], exc: Optional[BaseException]) -> None:
         if exc is not None:
-            text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {job.id} failed: {exc}"
+            what = "optimizing" if job.kind == "optimize" else "benchmarking"
+            text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {what} {job.name} failed: {exc}"
             if not isinstance(exc, UserFacing):
                 self.log(getattr(exc, "__geak_traceback__", ""), t.MessageType.Error)
             if job.token:
                 self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=text))
-            self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
+            if "geakJobEnd" in self.client_features:
+                self.log(text, t.MessageType.Warning)
+                self._job_end(job, "error", text, results=False)
+            else:
+                self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
             self.diags.set(job.uri, job.name, [Finding(job.name, job.source_hash, WARN, text, "error")])
             self.publish(job.uri)
             return
@@ -336,16 +348,26 @@ class GeakServer(LanguageServer):
             self.store(root).put(record_from_result(base, rel, job.symbol, job.source_hash, job.kind,
                                                     tgt.kernels if tgt else []))
         findings = self._findings(job, out)
+        outcome = findings[0].code if findings else "no-improvement"
         m: Optional[Merge] = out.merge
+        result_hash = _hash_in(m.text, job) if m is not None and out.source else None
+        self.store(root).put_run(RunRecord(
+            path=rel, symbol=job.symbol, name=job.name, source_hash=job.source_hash, kind=job.kind,
+            strategy=out.strategy or job.kind, device=device_name(base.device if base is not None else None),
+            started_at=job.started, finished_at=time.time(), outcome=outcome, message=out.message,
+            speedup=out.speedup, original=case_records(base), candidates=out.candidates, notes=list(out.notes),
+            job=job.id, result_hash=result_hash))
         end_msg = out.message
         if m is not None and out.source:
             title = _apply_title(out)
-            result_hash = _hash_in(m.text, job)
             if out.result is not None:  # what the result measured, for hovers once it is the code
                 self.store(root).put(record_from_result(out.result, rel, job.symbol, result_hash, "optimize",
                                                         tgt.kernels if tgt else [], side="candidate"))
             doc, found = await self.doc_targets(job.uri)
             if doc.source == job.text:
+                if job.token:  # the editor may now show a preview and wait for the user
+                    self.work_done_progress.report(job.token, t.WorkDoneProgressReport(
+                        message="result ready: review it, then apply or discard", percentage=100))
                 applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)
                 if applied:
                     end_msg = f"applied: {out.message}"
@@ -367,13 +389,57 @@ class GeakServer(LanguageServer):
                 end_msg = why
         if job.token:
             self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=end_msg))
-        else:  # no progress bar in this client: say it once
+        if "geakJobEnd" in self.client_features:
+            self._job_end(job, outcome, end_msg, results=True)
+        elif not job.token:  # no progress bar in this client: say it once
             self.window_show_message(t.ShowMessageParams(type=t.MessageType.Info, message=f"GEAK: {end_msg}"))
         self.log(f"GEAK: {job.id} done: {end_msg}")
         for n in out.notes:
             self.log(f"GEAK: {job.id}: {n}")
         self.diags.set(job.uri, job.name, findings)
         self.publish(job.uri)
+
+    def _job_end(self, job: Job, outcome: str, message: str, results: bool) -> None:
+        """geak/jobEnd: one notification per finished job, for a client that shows it itself."""
+        self.protocol.notify("geak/jobEnd", {
+            "job": job.id, "uri": job.uri, "name": job.name, "kind": job.kind, "outcome": outcome,
+            "message": message, "results": results})
+
+    def results(self, arg: Any) -> dict:
+        """geak.results {"uri", "name"}: the target's runs (newest first) and its last measurement."""
+        if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
+            raise UserFacing(f"geak.results: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
+        uri, name = arg["uri"], arg["name"]
+        root, rel = self.project(uri)
+        found = self.targets.last(uri)
+        target = found.by_name(name) if found is not None else None
+        symbol = target.evaluated if target is not None else name
+        st = self.store(root)
+        runs = st.runs(rel, symbol)
+        latest = st.latest(rel, symbol)
+        current = found.source_hash(target) if target is not None and not found.syntax_error else None
+        return {"uri": uri, "name": name, "symbol": symbol, "path": rel, "source_hash": current,
+                "runs": [dataclasses.asdict(r) for r in runs[:5]],
+                "measurement": dataclasses.asdict(latest) if latest is not None else None}
+
+    def results_action(self, uri: str, found, line: int, diagnostics: list) -> Optional[t.CodeAction]:
+        """"Show GEAK results" on a target that has runs (for a client with geak.showResults)."""
+        if "geakShowResults" not in self.client_features:
+            return None
+        target = found.at_line(line)
+        if target is None:
+            return None
+        try:
+            root, rel = self.project(uri)
+        except (UserFacing, ValueError):
+            return None
+        if not self.store(root).runs(rel, target.evaluated):
+            return None
+        mine = [d for d in diagnostics if d.source == "geak"]
+        return t.CodeAction(title=f"Show GEAK results for {target.name}", kind=t.CodeActionKind.QuickFix,
+                            diagnostics=mine or None,
+                            command=t.Command(title="Show GEAK results", command="geak.showResults",
+                                              arguments=[{"uri": uri, "name": target.name}]))
 
     def _findings(self, job: Job, out: Outcome) -> list[Finding]:
         h, name = job.source_hash, job.name
@@ -416,7 +482,7 @@ class GeakServer(LanguageServer):
         return bool(res.applied)
 
     def workspace_edit(self, uri: str, version: Optional[int], text: str, m: Merge, title: str,
-                       out: Optional[Outcome]) -> t.WorkspaceEdit:
+                       out: Optional[Outcome], confirm: bool = True) -> t.WorkspaceEdit:
         lines = text.splitlines(keepends=True)
         plain = []
         for ed in m.edits:
@@ -437,7 +503,7 @@ class GeakServer(LanguageServer):
                 document_changes=[t.TextDocumentEdit(
                     text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
                     edits=edits)],
-                change_annotations={ANNOTATION: t.ChangeAnnotation(label=title, needs_confirmation=True,
+                change_annotations={ANNOTATION: t.ChangeAnnotation(label=title, needs_confirmation=confirm,
                                                                    description=desc)} if annotations else None)
         return t.WorkspaceEdit(changes={uri: [t.TextEdit(range=r, new_text=s) for r, s in plain]})
 
@@ -453,8 +519,10 @@ class GeakServer(LanguageServer):
         except MergeError as e:
             self.log(f"GEAK: the pending result no longer merges: {e}")
             return None
+        # Choosing the action is the confirmation (VS Code would open its refactor preview with
+        # the edit unchecked for an annotation that needs confirmation).
         return t.CodeAction(title=p.title, kind=actions.KIND_GEAK, is_preferred=True,
-                            edit=self.workspace_edit(uri, doc.version, doc.source, m, p.title, None))
+                            edit=self.workspace_edit(uri, doc.version, doc.source, m, p.title, None, confirm=False))
 
     def on_changed(self, uri: str) -> None:
         p = self.pending.get(uri)
@@ -504,6 +572,8 @@ server = GeakServer()
 def on_initialize(ls: GeakServer, params: t.InitializeParams):
     ls.loop = asyncio.get_running_loop()
     ls.init_options = params.initialization_options
+    exp = params.capabilities.experimental
+    ls.client_features = {k for k, v in exp.items() if v} if isinstance(exp, dict) else set()
     ls.apply_settings()
 
 
@@ -572,6 +642,9 @@ async def on_code_action(ls: GeakServer, params: t.CodeActionParams):
         apply = ls.apply_action(uri, doc, found)
         if apply is not None:
             out.insert(0, apply)
+        shown = ls.results_action(uri, found, line, params.context.diagnostics)
+        if shown is not None:
+            out.append(shown)
     return actions.only(out, params.context.only) or None
 
 
@@ -589,7 +662,11 @@ async def on_hover(ls: GeakServer, params: t.HoverParams):
         root, rel = ls.project(uri)
     except (UserFacing, ValueError):
         return None
-    text = hover_text(found, target, ls.store(root), rel)
+    link = None
+    if "geakShowResults" in ls.client_features and ls.store(root).runs(rel, target.evaluated):
+        args = urllib.parse.quote(json.dumps([{"uri": uri, "name": target.name}]))
+        link = f"command:geak.showResults?{args}"
+    text = hover_text(found, target, ls.store(root), rel, results_link=link)
     return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=text),
                    range=t.Range(start=t.Position(line=target.header.start, character=0),
                                  end=t.Position(line=target.header.end + 1, character=0)))
@@ -611,6 +688,15 @@ async def cmd_optimize(ls: GeakServer, *args):
 @server.command(actions.BENCHMARK)
 async def cmd_benchmark(ls: GeakServer, *args):
     return await _command(ls, "benchmark", args)
+
+
+@server.command(actions.RESULTS)
+def cmd_results(ls: GeakServer, *args):
+    """geak.results {"uri", "name"}: what the results view shows."""
+    try:
+        return ls.results(args[0] if args else None)
+    except (UserFacing, ValueError) as e:
+        return {"error": str(e)}
 
 
 @server.command(actions.CANCEL)

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional, Union
 
+import attrs
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import make_test_lsp_client
@@ -43,6 +44,8 @@ class Editor:
         self.applied: list[t.ApplyWorkspaceEditParams] = []
         self.refused: list[t.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
+        self.job_ends: list[dict] = []
+        """geak/jobEnd notifications (sent to a client that declares geakJobEnd)."""
 
     # documents -------------------------------------------------------------
 
@@ -149,6 +152,15 @@ def _fix_code_action_union(client: LanguageClient) -> None:
     conv.register_structure_hook(Union[t.Command, t.CodeAction], hook)
 
 
+def _plain(obj: Any) -> Any:
+    """pygls hands a custom notification's params over as namedtuples: back to JSON values."""
+    if hasattr(obj, "_asdict"):
+        return {k: _plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
 def _factory():
     client = make_test_lsp_client()
     _fix_code_action_union(client)
@@ -161,6 +173,10 @@ def _factory():
             return t.ApplyWorkspaceEditResult(applied=True)
         ed.refused.append(params)
         return t.ApplyWorkspaceEditResult(applied=False, failure_reason="declined in the test editor")
+
+    @client.feature("geak/jobEnd")
+    def job_end(ls, params):
+        ls.editor.job_ends.append(_plain(params))
 
     return client
 
@@ -178,6 +194,10 @@ CAPABILITIES = t.ClientCapabilities(
                 code_action_kind=t.ClientCodeActionKindOptions(value_set=["refactor", "quickfix"])),
             disabled_support=True),
         hover=t.HoverClientCapabilities(content_format=[t.MarkupKind.Markdown])))
+
+VSCODE_EXTENSION = attrs.evolve(CAPABILITIES, experimental={"geakShowResults": True, "geakJobEnd": True})
+"""What the GEAK VS Code extension declares besides: it has geak.showResults, and it shows the
+end of each job itself (geak/jobEnd)."""
 
 
 async def start(root: Path, init: Optional[dict] = None, configuration: Optional[dict] = None,
