@@ -29,6 +29,10 @@ from .documents import apply_change
 
 log = logging.getLogger("geak_lsp")
 
+EXPERIMENTAL = {"geakResults": True, "geakJobEnd": True}
+"""What the server offers besides LSP (``ServerCapabilities.experimental``): the geak.results
+command, and, for a client that declares geakJobEnd, the geak/jobEnd notification."""
+
 
 @dataclass
 class BadRequest:
@@ -64,6 +68,13 @@ class GeakProtocol(LanguageServerProtocol):
             except Exception as exc:  # noqa: BLE001 - answered below, never dropped
                 return BadRequest(id=data["id"], method=str(data["method"]), reason=_reason(exc))
         return super().structure_message(data)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        """pygls's own, and the server's custom features in ``capabilities.experimental``."""
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = dict(EXPERIMENTAL)
+        return result
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):

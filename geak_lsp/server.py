@@ -358,6 +358,7 @@ class GeakServer(LanguageServer):
             speedup=out.speedup, original=case_records(base), candidates=out.candidates, notes=list(out.notes),
             job=job.id, result_hash=result_hash))
         end_msg = out.message
+        progress_open = bool(job.token)
         if m is not None and out.source:
             title = _apply_title(out)
             if out.result is not None:  # what the result measured, for hovers once it is the code
@@ -365,9 +366,14 @@ class GeakServer(LanguageServer):
                                                         tgt.kernels if tgt else [], side="candidate"))
             doc, found = await self.doc_targets(job.uri)
             if doc.source == job.text:
-                if job.token:  # the editor may now show a preview and wait for the user
-                    self.work_done_progress.report(job.token, t.WorkDoneProgressReport(
-                        message="result ready: review it, then apply or discard", percentage=100))
+                # The editor may now show a preview and wait for the user: the job's work is done.
+                ready = "result ready: review it, then apply or discard"
+                if job.token and "geakJobEnd" in self.client_features:
+                    # This client says the outcome itself (geak/jobEnd), after the choice.
+                    self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=ready))
+                    progress_open = False
+                elif job.token:
+                    self.work_done_progress.report(job.token, t.WorkDoneProgressReport(message=ready, percentage=100))
                 applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)
                 if applied:
                     end_msg = f"applied: {out.message}"
@@ -387,7 +393,7 @@ class GeakServer(LanguageServer):
                            "matches it; run Optimize with GEAK again")
                 findings.append(Finding(job.name, job.source_hash, WARN, why, "not-applied"))
                 end_msg = why
-        if job.token:
+        if progress_open:
             self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=end_msg))
         if "geakJobEnd" in self.client_features:
             self._job_end(job, outcome, end_msg, results=True)
@@ -402,8 +408,8 @@ class GeakServer(LanguageServer):
     def _job_end(self, job: Job, outcome: str, message: str, results: bool) -> None:
         """geak/jobEnd: one notification per finished job, for a client that shows it itself."""
         self.protocol.notify("geak/jobEnd", {
-            "job": job.id, "uri": job.uri, "name": job.name, "kind": job.kind, "outcome": outcome,
-            "message": message, "results": results})
+            "job": job.id, "token": job.token, "uri": job.uri, "name": job.name, "kind": job.kind,
+            "outcome": outcome, "message": message, "results": results})
 
     def results(self, arg: Any) -> dict:
         """geak.results {"uri", "name"}: the target's runs (newest first) and its last measurement."""

@@ -367,8 +367,11 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
     try:
         uri = ed.open(proj.root / "k.py")
         assert [a.title for a in await ed.actions(uri, WRAPPER_LINE)] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        assert ed.initialize_result.capabilities.experimental == {"geakResults": True, "geakJobEnd": True}
         started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
-        await ed.job_end(started["token"])
+        # For this client the job's progress ends when the result waits for review; the outcome
+        # (after the choice) comes in geak/jobEnd.
+        assert (await ed.job_end(started["token"])).message == "result ready: review it, then apply or discard"
         end = await ed.until(lambda: ed.job_ends, 10, "geak/jobEnd")
         assert len(end) == 1 and end[0]["job"] == started["job"] and end[0]["outcome"] == "not-timed"
         assert end[0]["results"] is True and end[0]["message"].startswith("applied: iteration 1, candidate ")
@@ -424,5 +427,21 @@ async def test_other_clients_get_no_links_to_a_view_they_do_not_have(proj, llm):
         assert "command:" not in await ed.hover(uri, WRAPPER_LINE)
         res = await ed.execute(t.Command(title="r", command="geak.results", arguments=[{"uri": uri, "name": "add_relu"}]))
         assert len(res["runs"]) == 1  # the data is there for any client that asks
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_apply_untimed_with_the_tuner_says_it_is_for_the_geak_loop(proj):
+    """On the CPU the tuner has no timings to choose a config by: geak.applyUntimed cannot make
+    it offer one, and the end of the job says so (so does the setting's description)."""
+    ed = await start(proj.root, init={"geak": {**BASE, "strategy": "tune", "maxConfigs": 1, "applyUntimed": True}})
+    try:
+        uri = ed.open(proj.root / "k.py")
+        started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
+        end = await ed.job_end(started["token"], timeout=120)
+        assert "no verified improvement (timing needs a GPU)" in end.message
+        assert "geak.applyUntimed offers untimed results of the GEAK loop only" in end.message
+        assert not ed.applied
     finally:
         await stop(ed)

@@ -44,6 +44,7 @@ class Editor:
         self.applied: list[t.ApplyWorkspaceEditParams] = []
         self.refused: list[t.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
+        self.initialize_result: Optional[t.InitializeResult] = None
         self.job_ends: list[dict] = []
         """geak/jobEnd notifications (sent to a client that declares geakJobEnd)."""
 
@@ -211,7 +212,7 @@ async def start(root: Path, init: Optional[dict] = None, configuration: Optional
     client.editor = editor
     if configuration is not None:
         client.set_configuration(configuration, section="geak")
-    await client.initialize_session(t.InitializeParams(
+    editor.initialize_result = await client.initialize_session(t.InitializeParams(
         capabilities=capabilities, root_uri=root.as_uri(), initialization_options=init,
         workspace_folders=[t.WorkspaceFolder(uri=root.as_uri(), name=root.name)]))
     return editor
