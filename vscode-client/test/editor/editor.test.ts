@@ -183,8 +183,11 @@ describe("GEAK in a real VS Code (code-server + Chromium)", () => {
     wsBroken = path.join(work, "ws-old-geak");
     fs.mkdirSync(path.join(wsBroken, ".vscode"), { recursive: true });
     fs.copyFileSync(path.join(HERE, "../e2e/fixtures/k.py"), path.join(wsBroken, "k.py"));
-    fs.writeFileSync(path.join(wsBroken, ".vscode/settings.json"),
-      JSON.stringify({ "geak.interpreter": path.join(HERE, "fixtures/old-geak-python.sh") }));
+    const oldPython = path.join(work, "old-env/bin/python");
+    fs.mkdirSync(path.dirname(oldPython), { recursive: true });
+    fs.copyFileSync(path.join(HERE, "fixtures/old-geak-python.sh"), oldPython);
+    fs.chmodSync(oldPython, 0o755);
+    fs.writeFileSync(path.join(wsBroken, ".vscode/settings.json"), JSON.stringify({ "geak.interpreter": oldPython }));
 
     llm = spawn(PYTHON, [path.join(REPO, "tests/llm_server.py"), path.join(HERE, "fixtures/transcript.json"),
       "--port-file", path.join(work, "llm.port"), "--log", path.join(work, "llm.log")], { stdio: "ignore" });
