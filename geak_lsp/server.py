@@ -1,5 +1,7 @@
 """The GEAK language server (pygls): thin handlers that fan out to one module per concern.
 
+    protocol.py     under pygls: every request answered, cheap document changes, custom capabilities
+    documents.py    the targets of open documents, large ones parsed off the event loop
     targets.py      syntax-tree discovery of kernels, wrappers, PyTorch functions and modules
     actions.py      code actions (Optimize / Benchmark with GEAK, Add GEAK inputs, Apply GEAK result)
     jobs.py         jobs off the event loop, a limit, cancellation
@@ -7,7 +9,7 @@
     edits.py        a result module -> span edits of the document
     diagnostics.py  findings per target, marked stale when the code changes
     hover.py        the last measurement of a kernel or wrapper
-    store.py        measurements in .geak/, keyed by source hash + device
+    store.py        measurements and runs in .geak/, keyed by source hash + device
     settings.py     geak.* from initializationOptions and workspace/configuration, validated
 
 Nothing here imports torch or triton: they live in the runner's worker subprocesses. Handlers

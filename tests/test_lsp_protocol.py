@@ -230,7 +230,7 @@ async def test_code_actions_and_hovers_stay_fast_on_a_huge_file(tmp_path):
 
         # Right after opening: an answer at once, either the actions or "still reading".
         acts, s = await timed(ed.actions(uri, last_def + 1))
-        assert s < 2.0, s
+        assert s < 3.0, s
         assert acts and acts[0].title == "Optimize with GEAK"
         if acts[0].disabled:
             assert "still reading this file (6.7 MB)" in acts[0].disabled.reason
@@ -239,9 +239,9 @@ async def test_code_actions_and_hovers_stay_fast_on_a_huge_file(tmp_path):
             await asyncio.sleep(0.2)
         acts, s = await timed(ed.actions(uri, last_def + 1))
         assert [a.title for a in acts] == ["Optimize with GEAK", "Benchmark with GEAK"] and not acts[0].disabled
-        assert s < 1.0, s
+        assert s < 1.5, s
         hover, s = await timed(ed.hover(uri, last_def))
-        assert s < 1.0 and "Not measured yet" in hover, (s, hover)
+        assert s < 1.5 and "Not measured yet" in hover, (s, hover)
 
         # Typing inside a line: every keystroke answered from the last tree, quickly.
         version, cur = 1, text
@@ -257,7 +257,7 @@ async def test_code_actions_and_hovers_stay_fast_on_a_huge_file(tmp_path):
             acts, s = await timed(ed.actions(uri, last_def + 1))
             worst = max(worst, s)
             assert [a.title for a in acts][:1] == ["Optimize with GEAK"] and not acts[0].disabled
-        assert worst < 1.5, worst
+        assert worst < 2.0, worst
 
         # A syntax error typed into the huge file: found without parsing it block by block
         # from every block onwards (which took minutes), and the server keeps answering.
@@ -276,6 +276,6 @@ async def test_code_actions_and_hovers_stay_fast_on_a_huge_file(tmp_path):
             await asyncio.sleep(0.1)
         assert f"line {last_def + 3}" in acts[0].disabled.reason, acts[0].disabled.reason
         _, s = await timed(ed.hover(uri, last_def))
-        assert s < 1.0, s
+        assert s < 1.5, s
     finally:
         await stop(ed)
