@@ -86,8 +86,10 @@ npm_install() {
      npm ci --no-audit --no-fund --loglevel=error) > "$tmp/npm-ci.log" 2>&1 \
     || { grep -v 'gyp info' "$tmp/npm-ci.log" | tail -40; rm -rf "$tmp"; exit 1; }
   rm -rf "$tmp"
-  "$HERE/node_modules/.bin/code-server" --help >/dev/null
-  [ -x "$HERE/node_modules/code-server/lib/vscode/node_modules/@vscode/ripgrep/bin/rg" ]
+  # (Not `code-server --help`: any run without --config writes a config under $HOME.)
+  [ -x "$HERE/node_modules/.bin/code-server" ] && [ -e "$HERE/node_modules/code-server/lib/vscode/node_modules/@vscode/spdlog/build/Release/spdlog.node" ] \
+    && [ -x "$HERE/node_modules/code-server/lib/vscode/node_modules/@vscode/ripgrep/bin/rg" ] \
+    || { echo "editor test: code-server's install is incomplete (see above)" >&2; exit 1; }
 }
 
 run_test() {
