@@ -8,6 +8,7 @@ their ``edit``.
 
 from __future__ import annotations
 
+import enum
 from typing import Optional
 
 from lsprotocol import types as t
@@ -16,6 +17,7 @@ from .targets import DocumentTargets, Target
 
 OPTIMIZE, BENCHMARK, CANCEL = "geak.optimize", "geak.benchmark", "geak.cancel"
 APPLY = "geak.applyResult"
+RESULTS = "geak.results"
 SERVER_INFO = "geak.serverInfo"
 KIND_GEAK = t.CodeActionKind.RefactorRewrite + ".geak"
 
@@ -54,6 +56,26 @@ def target_actions(doc: DocumentTargets, uri: str, line: int, running: list[str]
             out.append(t.CodeAction(title="Add GEAK inputs", kind=t.CodeActionKind.QuickFix, edit=edit,
                                     is_preferred=False))
     return out
+
+
+def only(acts: list[t.CodeAction], kinds: Optional[list[str]]) -> list[t.CodeAction]:
+    """The actions of the kinds the client asked for (``CodeActionContext.only``): a kind
+    matches itself and its sub-kinds ("refactor" takes "refactor.rewrite.geak")."""
+    if not kinds:
+        return acts
+    wanted = [_kind(k) for k in kinds]
+    return [a for a in acts if a.kind is not None and any(
+        _kind(a.kind) == k or _kind(a.kind).startswith(k + ".") for k in wanted)]
+
+
+def _kind(k) -> str:
+    return k.value if isinstance(k, enum.Enum) else str(k)
+
+
+def still_reading(chars: int) -> t.CodeAction:
+    """While a large document is parsed in the background."""
+    return t.CodeAction(title="Optimize with GEAK", kind=KIND_GEAK, disabled=t.CodeActionDisabled(
+        reason=f"GEAK is still reading this file ({chars / 1e6:.1f} MB); try again in a moment"))
 
 
 def cancel_action(job_id: str, name: str) -> t.CodeAction:

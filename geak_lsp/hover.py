@@ -24,13 +24,16 @@ def _ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str) -> str:
+def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str,
+               results_link: Optional[str] = None) -> str:
+    """``results_link``: a command link that opens the editor's results view (shown last)."""
     symbol = target.evaluated
     rec: Optional[Record] = store.latest(path, symbol)
     title = f"**GEAK** `{target.name}`" + (f" (measured through `{symbol}`)" if symbol != target.name else "")
+    link = f"\n\n[Show GEAK results]({results_link}): every config or candidate tried" if results_link else ""
     if rec is None:
         return (title + "\n\nNot measured yet. Run **Benchmark with GEAK** (measure only) or "
-                "**Optimize with GEAK** on it.")
+                "**Optimize with GEAK** on it." + link)
     stale = doc.syntax_error is None and doc.source_hash(target) != rec.source_hash
     lines = [title, ""]
     what = "benchmark" if rec.kind == "benchmark" else "optimize run"
@@ -51,7 +54,9 @@ def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str) ->
     kernels = [target.name] if target.kind == "kernel" else (target.kernels or rec.kernels)
     res = [r for r in rec.resources if r.kernel in kernels] or rec.resources
     if res:
-        lines += ["", f"ahead-of-time compile for {res[0].arch}:", "",
+        where = (" (compiled for that GPU here, without running on it; geak.arch chooses it)"
+                 if rec.device == "Triton CPU interpreter" else "")
+        lines += ["", f"ahead-of-time compile for {res[0].arch}{where}:", "",
                   "| kernel | config | registers | spills | shared memory | occupancy |",
                   "| --- | --- | --- | --- | --- | --- |"]
         seen = set()
@@ -71,4 +76,4 @@ def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str) ->
     others = [r for r in store.for_target(path, symbol) if r.device != rec.device][:3]
     if others:
         lines += ["", "also measured on: " + ", ".join(f"{r.device} ({_ago(r.measured_at)})" for r in others)]
-    return "\n".join(lines)
+    return "\n".join(lines) + link

@@ -1,5 +1,7 @@
 """The GEAK language server (pygls): thin handlers that fan out to one module per concern.
 
+    protocol.py     under pygls: every request answered, cheap document changes, custom capabilities
+    documents.py    the targets of open documents, large ones parsed off the event loop
     targets.py      syntax-tree discovery of kernels, wrappers, PyTorch functions and modules
     actions.py      code actions (Optimize / Benchmark with GEAK, Add GEAK inputs, Apply GEAK result)
     jobs.py         jobs off the event loop, a limit, cancellation
@@ -7,7 +9,7 @@
     edits.py        a result module -> span edits of the document
     diagnostics.py  findings per target, marked stale when the code changes
     hover.py        the last measurement of a kernel or wrapper
-    store.py        measurements in .geak/, keyed by source hash + device
+    store.py        measurements and runs in .geak/, keyed by source hash + device
     settings.py     geak.* from initializationOptions and workspace/configuration, validated
 
 Nothing here imports torch or triton: they live in the runner's worker subprocesses. Handlers
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import logging
 import os
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -34,16 +39,20 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__, actions, settings as settings_mod
 from .diagnostics import Diagnostics, Finding
+from .documents import DocumentIndex
 from .edits import Merge, MergeError, describe, line_range, merge
 from .hover import hover_text
 from .jobs import Job, JobManager
+from .protocol import GeakProtocol
 from .settings import Settings
-from .store import Store, record_from_result
+from .store import RunRecord, Store, case_records, device_name, record_from_result
 from .strategies import Outcome, confirm
 from .targets import TargetCache, find_targets
 
 log = logging.getLogger("geak_lsp")
 ANNOTATION = "geak-result"
+QUICK_WAIT_S = 0.3
+"""How long a code action or hover waits for a large document's background parse."""
 INFO, WARN = t.DiagnosticSeverity.Information, t.DiagnosticSeverity.Warning
 
 
@@ -63,10 +72,13 @@ class Pending:
 
 class GeakServer(LanguageServer):
     def __init__(self):
-        super().__init__("geak-lsp", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental)
+        super().__init__("geak-lsp", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental,
+                         protocol_cls=GeakProtocol)
         self.settings = Settings()
         self.init_options: Any = None
         self.targets = TargetCache()
+        self.index = DocumentIndex(self.targets, lambda uri: self.workspace.get_text_document(uri),
+                                   on_ready=self.on_changed)
         self.diags = Diagnostics()
         self.pending: dict[str, Pending] = {}
         self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done)
@@ -77,6 +89,10 @@ class GeakServer(LanguageServer):
         self._runner_key: Optional[tuple] = None
         self._runner_lock = threading.Lock()
         self._shown_problems: list[str] = []
+        self.client_features: set[str] = set()
+        """Custom client features from ``capabilities.experimental`` (the VS Code extension's):
+        ``geakShowResults`` (it has a geak.showResults command) and ``geakJobEnd`` (it shows the
+        end of each job itself, from the geak/jobEnd notification)."""
 
     # ------------------------------------------------------------------ messages
 
@@ -129,15 +145,23 @@ class GeakServer(LanguageServer):
                 self.log("GEAK: " + st.problem, t.MessageType.Warning)
         return st
 
-    def doc_targets(self, uri: str):
+    async def doc_targets(self, uri: str):
+        """The document and the targets of its current text (waiting for a background parse)."""
         doc = self.workspace.get_text_document(uri)
-        return doc, self.targets.get(uri, doc.source)
+        found = await self.index.wait(uri, doc)
+        if found is None:  # the parse failed (logged): say so rather than guess
+            raise UserFacing(f"GEAK: could not read {Path(uris.to_fs_path(uri) or uri).name}; see the GEAK log")
+        return doc, found
 
     def publish(self, uri: str) -> None:
         try:
-            doc, found = self.doc_targets(uri)
+            doc = self.workspace.get_text_document(uri)
+            found = self.index.usable(uri, doc)
         except Exception:  # noqa: BLE001 - the document was closed
             found = None
+        else:
+            if found is None:
+                return  # a large document still being read: published when it is (on_changed)
         diags = self.diags.render(uri, found)
         self.text_document_publish_diagnostics(t.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
 
@@ -170,7 +194,7 @@ class GeakServer(LanguageServer):
         if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
             raise UserFacing(f"geak.{kind}: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
         uri, name = arg["uri"], arg["name"]
-        doc, found = self.doc_targets(uri)
+        doc, found = await self.doc_targets(uri)
         if found.syntax_error:
             raise UserFacing(f"GEAK: {Path(uris.to_fs_path(uri) or uri).name} does not parse "
                              f"({found.syntax_error}); nothing was run")
@@ -182,7 +206,7 @@ class GeakServer(LanguageServer):
                              "write a wrapper that does, then run GEAK on it")
         busy = self.jobs.find(uri, target.evaluated)
         if busy:
-            raise UserFacing(f"GEAK: {busy[0].id} is already running on {target.evaluated}")
+            raise UserFacing(f"GEAK: a job is already running on {target.evaluated}")
         job = Job(kind=kind, uri=uri, name=name, symbol=target.evaluated, version=doc.version,
                   text=doc.source, source_hash=found.source_hash(target))
         job.settings = self.settings
@@ -303,12 +327,17 @@ class GeakServer(LanguageServer):
 
     async def _finish_inner(self, job: Job, out: Optional[Outcome], exc: Optional[BaseException]) -> None:
         if exc is not None:
-            text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {job.id} failed: {exc}"
+            what = "optimizing" if job.kind == "optimize" else "benchmarking"
+            text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {what} {job.name} failed: {exc}"
             if not isinstance(exc, UserFacing):
                 self.log(getattr(exc, "__geak_traceback__", ""), t.MessageType.Error)
             if job.token:
                 self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=text))
-            self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
+            if "geakJobEnd" in self.client_features:
+                self.log(text, t.MessageType.Warning)
+                self._job_end(job, "error", text, results=False)
+            else:
+                self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
             self.diags.set(job.uri, job.name, [Finding(job.name, job.source_hash, WARN, text, "error")])
             self.publish(job.uri)
             return
@@ -321,16 +350,32 @@ class GeakServer(LanguageServer):
             self.store(root).put(record_from_result(base, rel, job.symbol, job.source_hash, job.kind,
                                                     tgt.kernels if tgt else []))
         findings = self._findings(job, out)
+        outcome = findings[0].code if findings else "no-improvement"
         m: Optional[Merge] = out.merge
+        result_hash = _hash_in(m.text, job) if m is not None and out.source else None
+        self.store(root).put_run(RunRecord(
+            path=rel, symbol=job.symbol, name=job.name, source_hash=job.source_hash, kind=job.kind,
+            strategy=out.strategy or job.kind, device=device_name(base.device if base is not None else None),
+            started_at=job.started, finished_at=time.time(), outcome=outcome, message=out.message,
+            speedup=out.speedup, original=case_records(base), candidates=out.candidates, notes=list(out.notes),
+            job=job.id, result_hash=result_hash))
         end_msg = out.message
+        progress_open = bool(job.token)
         if m is not None and out.source:
             title = _apply_title(out)
-            result_hash = _hash_in(m.text, job)
             if out.result is not None:  # what the result measured, for hovers once it is the code
                 self.store(root).put(record_from_result(out.result, rel, job.symbol, result_hash, "optimize",
                                                         tgt.kernels if tgt else [], side="candidate"))
-            doc, found = self.doc_targets(job.uri)
+            doc, found = await self.doc_targets(job.uri)
             if doc.source == job.text:
+                # The editor may now show a preview and wait for the user: the job's work is done.
+                ready = "result ready: review it, then apply or discard"
+                if job.token and "geakJobEnd" in self.client_features:
+                    # This client says the outcome itself (geak/jobEnd), after the choice.
+                    self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=ready))
+                    progress_open = False
+                elif job.token:
+                    self.work_done_progress.report(job.token, t.WorkDoneProgressReport(message=ready, percentage=100))
                 applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)
                 if applied:
                     end_msg = f"applied: {out.message}"
@@ -350,15 +395,59 @@ class GeakServer(LanguageServer):
                            "matches it; run Optimize with GEAK again")
                 findings.append(Finding(job.name, job.source_hash, WARN, why, "not-applied"))
                 end_msg = why
-        if job.token:
+        if progress_open:
             self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=end_msg))
-        else:  # no progress bar in this client: say it once
+        if "geakJobEnd" in self.client_features:
+            self._job_end(job, outcome, end_msg, results=True)
+        elif not job.token:  # no progress bar in this client: say it once
             self.window_show_message(t.ShowMessageParams(type=t.MessageType.Info, message=f"GEAK: {end_msg}"))
         self.log(f"GEAK: {job.id} done: {end_msg}")
         for n in out.notes:
             self.log(f"GEAK: {job.id}: {n}")
         self.diags.set(job.uri, job.name, findings)
         self.publish(job.uri)
+
+    def _job_end(self, job: Job, outcome: str, message: str, results: bool) -> None:
+        """geak/jobEnd: one notification per finished job, for a client that shows it itself."""
+        self.protocol.notify("geak/jobEnd", {
+            "job": job.id, "token": job.token, "uri": job.uri, "name": job.name, "kind": job.kind,
+            "outcome": outcome, "message": message, "results": results})
+
+    def results(self, arg: Any) -> dict:
+        """geak.results {"uri", "name"}: the target's runs (newest first) and its last measurement."""
+        if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
+            raise UserFacing(f"geak.results: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
+        uri, name = arg["uri"], arg["name"]
+        root, rel = self.project(uri)
+        found = self.targets.last(uri)
+        target = found.by_name(name) if found is not None else None
+        symbol = target.evaluated if target is not None else name
+        st = self.store(root)
+        runs = st.runs(rel, symbol)
+        latest = st.latest(rel, symbol)
+        current = found.source_hash(target) if target is not None and not found.syntax_error else None
+        return {"uri": uri, "name": name, "symbol": symbol, "path": rel, "source_hash": current,
+                "runs": [dataclasses.asdict(r) for r in runs[:5]],
+                "measurement": dataclasses.asdict(latest) if latest is not None else None}
+
+    def results_action(self, uri: str, found, line: int, diagnostics: list) -> Optional[t.CodeAction]:
+        """"Show GEAK results" on a target that has runs (for a client with geak.showResults)."""
+        if "geakShowResults" not in self.client_features:
+            return None
+        target = found.at_line(line)
+        if target is None:
+            return None
+        try:
+            root, rel = self.project(uri)
+        except (UserFacing, ValueError):
+            return None
+        if not self.store(root).runs(rel, target.evaluated):
+            return None
+        mine = [d for d in diagnostics if d.source == "geak"]
+        return t.CodeAction(title=f"Show GEAK results for {target.name}", kind=t.CodeActionKind.QuickFix,
+                            diagnostics=mine or None,
+                            command=t.Command(title="Show GEAK results", command="geak.showResults",
+                                              arguments=[{"uri": uri, "name": target.name}]))
 
     def _findings(self, job: Job, out: Outcome) -> list[Finding]:
         h, name = job.source_hash, job.name
@@ -401,7 +490,7 @@ class GeakServer(LanguageServer):
         return bool(res.applied)
 
     def workspace_edit(self, uri: str, version: Optional[int], text: str, m: Merge, title: str,
-                       out: Optional[Outcome]) -> t.WorkspaceEdit:
+                       out: Optional[Outcome], confirm: bool = True) -> t.WorkspaceEdit:
         lines = text.splitlines(keepends=True)
         plain = []
         for ed in m.edits:
@@ -422,7 +511,7 @@ class GeakServer(LanguageServer):
                 document_changes=[t.TextDocumentEdit(
                     text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
                     edits=edits)],
-                change_annotations={ANNOTATION: t.ChangeAnnotation(label=title, needs_confirmation=True,
+                change_annotations={ANNOTATION: t.ChangeAnnotation(label=title, needs_confirmation=confirm,
                                                                    description=desc)} if annotations else None)
         return t.WorkspaceEdit(changes={uri: [t.TextEdit(range=r, new_text=s) for r, s in plain]})
 
@@ -438,14 +527,22 @@ class GeakServer(LanguageServer):
         except MergeError as e:
             self.log(f"GEAK: the pending result no longer merges: {e}")
             return None
+        # Choosing the action is the confirmation (VS Code would open its refactor preview with
+        # the edit unchecked for an annotation that needs confirmation).
         return t.CodeAction(title=p.title, kind=actions.KIND_GEAK, is_preferred=True,
-                            edit=self.workspace_edit(uri, doc.version, doc.source, m, p.title, None))
+                            edit=self.workspace_edit(uri, doc.version, doc.source, m, p.title, None, confirm=False))
 
     def on_changed(self, uri: str) -> None:
         p = self.pending.get(uri)
         if p is None and not self.diags.has(uri):
             return
-        doc, found = self.doc_targets(uri)
+        try:
+            doc = self.workspace.get_text_document(uri)
+        except Exception:  # noqa: BLE001 - closed
+            return
+        found = self.index.now(uri, doc)
+        if found is None:
+            return  # a large document being read: this runs again when it is
         if p is not None and not found.syntax_error:
             cur = found.by_name(p.job.name)
             if cur is not None and found.source_hash(cur) == p.result_hash:
@@ -483,6 +580,8 @@ server = GeakServer()
 def on_initialize(ls: GeakServer, params: t.InitializeParams):
     ls.loop = asyncio.get_running_loop()
     ls.init_options = params.initialization_options
+    exp = params.capabilities.experimental
+    ls.client_features = {k for k, v in exp.items() if v} if isinstance(exp, dict) else set()
     ls.apply_settings()
 
 
@@ -517,8 +616,9 @@ async def on_config(ls: GeakServer, params: t.DidChangeConfigurationParams):
 
 @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
 def on_open(ls: GeakServer, params: t.DidOpenTextDocumentParams):
-    ls.targets.get(params.text_document.uri, params.text_document.text)  # parse once, up front
-    ls.on_changed(params.text_document.uri)
+    uri = params.text_document.uri
+    ls.index.now(uri, ls.workspace.get_text_document(uri))  # parse once, up front (large: in the background)
+    ls.on_changed(uri)
 
 
 @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
@@ -528,31 +628,41 @@ def on_change(ls: GeakServer, params: t.DidChangeTextDocumentParams):
 
 @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
 def on_close(ls: GeakServer, params: t.DidCloseTextDocumentParams):
-    ls.targets.forget(params.text_document.uri)
+    ls.index.forget(params.text_document.uri)
 
 
 @server.feature(t.TEXT_DOCUMENT_CODE_ACTION,
                 t.CodeActionOptions(code_action_kinds=[actions.KIND_GEAK, t.CodeActionKind.QuickFix]))
-def on_code_action(ls: GeakServer, params: t.CodeActionParams):
+async def on_code_action(ls: GeakServer, params: t.CodeActionParams):
     uri = params.text_document.uri
-    doc, found = ls.doc_targets(uri)
-    line = params.range.start.line
-    running = [j.symbol for j in ls.jobs.find(uri)]
-    out = actions.target_actions(found, uri, line, running)
-    target = found.at_line(line)
-    if target is not None:
-        for j in ls.jobs.find(uri, target.evaluated):
-            out.append(actions.cancel_action(j.id, target.name))
-    apply = ls.apply_action(uri, doc, found)
-    if apply is not None:
-        out.insert(0, apply)
-    return out or None
+    doc = ls.workspace.get_text_document(uri)
+    found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
+    if found is None:
+        out = [actions.still_reading(len(doc.source))]
+    else:
+        line = params.range.start.line
+        running = [j.symbol for j in ls.jobs.find(uri)]
+        out = actions.target_actions(found, uri, line, running)
+        target = found.at_line(line)
+        if target is not None:
+            for j in ls.jobs.find(uri, target.evaluated):
+                out.append(actions.cancel_action(j.id, target.name))
+        apply = ls.apply_action(uri, doc, found)
+        if apply is not None:
+            out.insert(0, apply)
+        shown = ls.results_action(uri, found, line, params.context.diagnostics)
+        if shown is not None:
+            out.append(shown)
+    return actions.only(out, params.context.only) or None
 
 
 @server.feature(t.TEXT_DOCUMENT_HOVER)
-def on_hover(ls: GeakServer, params: t.HoverParams):
+async def on_hover(ls: GeakServer, params: t.HoverParams):
     uri = params.text_document.uri
-    doc, found = ls.doc_targets(uri)
+    doc = ls.workspace.get_text_document(uri)
+    found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
+    if found is None:
+        return None
     target = found.at_header(params.position.line)
     if target is None or target.kind not in ("kernel", "wrapper", "function", "module"):
         return None
@@ -560,7 +670,11 @@ def on_hover(ls: GeakServer, params: t.HoverParams):
         root, rel = ls.project(uri)
     except (UserFacing, ValueError):
         return None
-    text = hover_text(found, target, ls.store(root), rel)
+    link = None
+    if "geakShowResults" in ls.client_features and ls.store(root).runs(rel, target.evaluated):
+        args = urllib.parse.quote(json.dumps([{"uri": uri, "name": target.name}]))
+        link = f"command:geak.showResults?{args}"
+    text = hover_text(found, target, ls.store(root), rel, results_link=link)
     return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=text),
                    range=t.Range(start=t.Position(line=target.header.start, character=0),
                                  end=t.Position(line=target.header.end + 1, character=0)))
@@ -582,6 +696,15 @@ async def cmd_optimize(ls: GeakServer, *args):
 @server.command(actions.BENCHMARK)
 async def cmd_benchmark(ls: GeakServer, *args):
     return await _command(ls, "benchmark", args)
+
+
+@server.command(actions.RESULTS)
+def cmd_results(ls: GeakServer, *args):
+    """geak.results {"uri", "name"}: what the results view shows."""
+    try:
+        return ls.results(args[0] if args else None)
+    except (UserFacing, ValueError) as e:
+        return {"error": str(e)}
 
 
 @server.command(actions.CANCEL)
@@ -619,16 +742,34 @@ def on_shutdown(ls: GeakServer, *args):
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="geak-lsp", description="The GEAK language server (stdio by default).")
-    p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    p = argparse.ArgumentParser(
+        prog="geak-lsp", description="The GEAK language server (stdio by default).",
+        epilog="--stdio, --pipe=NAME, --socket=PORT and --clientProcessId=PID are the transport arguments "
+               "that editors' client libraries (vscode-languageclient) pass; --tcp makes the server listen.")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default)")
+    how.add_argument("--tcp", action="store_true", help="listen on TCP (--host, --port) instead of stdio")
+    how.add_argument("--pipe", metavar="NAME", help="connect to the client's named pipe (a Unix socket path)")
+    how.add_argument("--socket", metavar="PORT", type=int, help="connect to the client's TCP port on 127.0.0.1")
+    p.add_argument("--clientProcessId", dest="client_pid", metavar="PID", type=int,
+                   help="exit when this process (the editor) is gone")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=2087)
     p.add_argument("--log-file", help="write the server's own log here (default: stderr, warnings only)")
     args = p.parse_args(argv)
     logging.basicConfig(filename=args.log_file, level=logging.INFO if args.log_file else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.client_pid:
+        _watch_client(args.client_pid)
     if args.tcp:
         server.start_tcp(args.host, args.port)
+        _exit_now()
+        return 0
+    if args.pipe or args.socket:
+        sock = _connect(args.pipe, args.socket)
+        if sock is None:
+            return 2
+        server.start_io(sock.makefile("rb"), sock.makefile("wb"))
         _exit_now()
         return 0
     # stdout is the protocol: keep it for pygls and send anything else printed (by any library,
@@ -639,6 +780,40 @@ def main(argv: Optional[list[str]] = None) -> int:
     server.start_io(sys.stdin.buffer, proto_out)
     _exit_now()
     return 0
+
+
+def _connect(pipe: Optional[str], port: Optional[int]):
+    """The client listens and the server connects (vscode-languageclient's pipe and socket
+    transports). Returns the connected socket, or None after saying why."""
+    import socket
+    try:
+        if pipe:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(pipe)
+        else:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.settimeout(None)
+        return sock
+    except OSError as e:
+        where = f"pipe {pipe}" if pipe else f"127.0.0.1:{port}"
+        print(f"geak-lsp: cannot connect to the client at {where}: {e}", file=sys.stderr)
+        return None
+
+
+def _watch_client(pid: int, every_s: float = 3.0) -> None:
+    """Exit when the editor process that started the server is gone (--clientProcessId)."""
+    def watch():
+        while True:
+            time.sleep(every_s)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                log.warning("the client process %d is gone; exiting", pid)
+                _exit_now()
+            except PermissionError:
+                pass  # it exists, under another user
+
+    threading.Thread(target=watch, name="geak-client-watch", daemon=True).start()
 
 
 def _exit_now() -> None:

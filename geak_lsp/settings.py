@@ -39,8 +39,9 @@ class Settings:
     max_configs: int = 24
     emit: str = "constants"
     apply_untimed: bool = False
-    """Offer a candidate that is verified correct but could not be timed (no GPU) as an edit,
-    labelled "not timed". Never called faster."""
+    """GEAK loop only: offer a candidate that is verified correct but could not be timed (no
+    GPU) as an edit, labelled "not timed"; never called faster. The tuner chooses a config by
+    its timing, so without a GPU it offers nothing either way (and says so)."""
 
     @property
     def effective_strategy(self) -> str:

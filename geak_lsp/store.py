@@ -1,6 +1,8 @@
 """Measurements that outlive the editor: ``.geak/lsp-results.json`` in the workspace.
 
-One record per target, source hash and device: what a hover shows. The hash is that of the
+One record per target, source hash and device: what a hover shows. And, per target, its last
+runs (``RunRecord``): every config or candidate a job tried, with its verdict, speedup and
+per-case results, which the editor's results view shows. The hash is that of the
 target's own text and of the kernels it launches (``DocumentTargets.source_hash``), so an edit
 elsewhere in the file does not make a measurement stale, and an edit to the kernel does.
 Writes are atomic (a temporary file renamed over the old one); a damaged file is set aside
@@ -21,6 +23,10 @@ from typing import Any, Optional
 FILE = "lsp-results.json"
 VERSION = 1
 MAX_RECORDS = 500
+MAX_RUNS = 10
+"""Runs kept per target (the newest)."""
+MAX_CANDIDATES = 200
+"""Candidates kept per run (a tuner run over a large space lists the first ones)."""
 
 
 @dataclass
@@ -35,6 +41,10 @@ class CaseRecord:
     spread_pct: Optional[float] = None
     bw_pct_peak: Optional[float] = None
     flops_pct_peak: Optional[float] = None
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    detail: Optional[str] = None
+    """Why the case failed, in words (a mismatch's location, an error)."""
 
 
 @dataclass
@@ -77,27 +87,82 @@ class Record:
         return f"{self.path}::{self.symbol}@{self.source_hash}@{self.device}"
 
 
+@dataclass
+class CandidateRecord:
+    """One config (tuner) or candidate (GEAK loop) that a job evaluated."""
+    label: str
+    """"BLOCK_SIZE=512, num_warps=8" or "iteration 1, candidate 2"."""
+    verdict: str
+    """verified | mismatch | compile_error | runtime_error | timeout | crashed | rejected |
+    pruned (not run: the compile report ruled it out) | no code | model error"""
+    correct: bool = False
+    speedup: Optional[float] = None
+    """Timed against the original, interleaved (None: not timed)."""
+    message: str = ""
+    chosen: bool = False
+    """The one offered as the result."""
+    cases: list[CaseRecord] = field(default_factory=list)
+    """Per input case: pass/fail, error, and the candidate's time or speedup when timed."""
+
+
+@dataclass
+class RunRecord:
+    """One Optimize or Benchmark job on a target, as the results view shows it."""
+    path: str
+    symbol: str
+    """The evaluated symbol (a kernel's wrapper)."""
+    name: str
+    """The target the user picked."""
+    source_hash: str
+    kind: str
+    """optimize | benchmark"""
+    strategy: str
+    """tune | llm | benchmark"""
+    device: str
+    started_at: float
+    finished_at: float
+    outcome: str
+    """verified | not-timed | no-improvement | benchmark | fails-own-inputs | error"""
+    message: str
+    speedup: Optional[float] = None
+    original: list[CaseRecord] = field(default_factory=list)
+    """The original's own run: per case, pass/fail and its time."""
+    candidates: list[CandidateRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    job: str = ""
+    result_hash: Optional[str] = None
+    """The target's source hash once the offered result is the code (None: nothing offered)."""
+
+
+def case_records(result, side: str = "reference") -> list[CaseRecord]:
+    """``EvalResult.cases`` as records of one side's times."""
+    out = []
+    for c in result.cases if result is not None else []:
+        t = c.timing
+        out.append(CaseRecord(
+            label=c.label, shapes=c.shapes, passed=c.passed, skipped=c.skipped,
+            ref_ms=(t.cand_ms if side == "candidate" else t.ref_ms) if t else None,
+            cand_ms=t.cand_ms if t else None, speedup=t.speedup if t else None,
+            spread_pct=(t.cand_spread_pct if side == "candidate" else t.ref_spread_pct) if t else None,
+            bw_pct_peak=t.cand_bw_pct_peak if t else None, flops_pct_peak=t.cand_flops_pct_peak if t else None,
+            max_abs_err=c.max_abs_err, max_rel_err=c.max_rel_err, detail=c.detail))
+    return out
+
+
+def device_name(d) -> str:
+    if d is None:
+        return "unknown device"
+    if d.backend == "interpreter":
+        return "Triton CPU interpreter"
+    return f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
+
+
 def record_from_result(result, path: str, symbol: str, source_hash: str, kind: str,
                        kernels: list[str], side: str = "reference") -> Record:
     """An ``EvalResult`` as a record of one side's code: the reference (the target against
     itself, or the original) or the candidate (an optimize result, once it is the code)."""
-    d = result.device
-    if d is None:
-        device = "unknown device"
-    elif d.backend == "interpreter":
-        device = "Triton CPU interpreter"
-    else:
-        device = f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
-    cases = []
-    for c in result.cases:
-        t = c.timing
-        ms = (t.cand_ms if side == "candidate" else t.ref_ms) if t else None
-        cases.append(CaseRecord(label=c.label, shapes=c.shapes, passed=c.passed, skipped=c.skipped,
-                                ref_ms=ms, cand_ms=t.cand_ms if t else None,
-                                speedup=t.speedup if t else None,
-                                spread_pct=(t.cand_spread_pct if side == "candidate" else t.ref_spread_pct) if t else None,
-                                bw_pct_peak=t.cand_bw_pct_peak if t else None,
-                                flops_pct_peak=t.cand_flops_pct_peak if t else None))
+    device = device_name(result.device)
+    cases = case_records(result, side)
     res = []
     for k in result.resources:
         cfg = ", ".join(f"{n}={v}" for n, v in k.constexprs.items() if v != "None")
@@ -118,11 +183,20 @@ def _record(doc: dict) -> Record:
     return Record(**doc)
 
 
+def _run(doc: dict) -> RunRecord:
+    doc = dict(doc)
+    doc["original"] = [CaseRecord(**c) for c in doc.get("original", [])]
+    doc["candidates"] = [CandidateRecord(**{**c, "cases": [CaseRecord(**x) for x in c.get("cases", [])]})
+                         for c in doc.get("candidates", [])]
+    return RunRecord(**doc)
+
+
 class Store:
     def __init__(self, root: Optional[Path]):
         self.root = root
         self._lock = threading.Lock()
         self._records: dict[str, Record] = {}
+        self._runs: list[RunRecord] = []
         self.problem: Optional[str] = None
         self._load()
 
@@ -139,6 +213,7 @@ class Store:
             if doc.get("version") != VERSION:
                 raise ValueError(f"version {doc.get('version')!r}")
             self._records = {r.key: r for r in (_record(x) for x in doc.get("records", []))}
+            self._runs = [_run(x) for x in doc.get("runs", [])]
         except (OSError, ValueError, TypeError, AttributeError) as e:
             self.problem = f"{p}: unreadable ({e}); set aside as {p.name}.bad and started afresh"
             try:
@@ -146,6 +221,7 @@ class Store:
             except OSError:
                 pass
             self._records = {}
+            self._runs = []
 
     def put(self, rec: Record) -> None:
         with self._lock:
@@ -161,7 +237,8 @@ class Store:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            doc: dict[str, Any] = {"version": VERSION, "records": [asdict(r) for r in self._records.values()]}
+            doc: dict[str, Any] = {"version": VERSION, "records": [asdict(r) for r in self._records.values()],
+                                   "runs": [asdict(r) for r in self._runs]}
             fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".lsp-results.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(doc, f, indent=1)
@@ -180,3 +257,19 @@ class Store:
         with self._lock:
             return sorted((r for r in self._records.values() if r.path == path and r.symbol == symbol),
                           key=lambda r: -r.measured_at)
+
+    def put_run(self, run: RunRecord) -> None:
+        run.candidates = run.candidates[:MAX_CANDIDATES]
+        with self._lock:
+            self._runs.append(run)
+            mine = [r for r in self._runs if (r.path, r.symbol) == (run.path, run.symbol)]
+            for old in mine[:-MAX_RUNS]:
+                self._runs.remove(old)
+            self._runs = self._runs[-MAX_RECORDS:]
+            self._save()
+
+    def runs(self, path: str, symbol: str) -> list[RunRecord]:
+        """The target's runs, newest first."""
+        with self._lock:
+            return sorted((r for r in self._runs if r.path == path and r.symbol == symbol),
+                          key=lambda r: -r.finished_at)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from runner.schema import EvalOptions, EvalRequest, EvalResult, Target
 
 from .settings import Settings
+from .store import CandidateRecord, CaseRecord, case_records
 
 
 class Cancelled(Exception):
@@ -159,6 +160,8 @@ class Outcome:
     rel: str = ""
     merge: Any = None
     """The ``edits.Merge`` of ``source`` into the job's text, once it is ready to offer."""
+    candidates: list[CandidateRecord] = field(default_factory=list)
+    """Every config or candidate evaluated, for the results view."""
 
 
 def _reason(r: EvalResult) -> str:
@@ -166,6 +169,52 @@ def _reason(r: EvalResult) -> str:
     if r.error and r.error.hint:
         msg += f" — {r.error.hint}"
     return msg
+
+
+def config_text(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def candidate_label(iteration: int, lane: int) -> str:
+    """A GEAK-loop candidate as people read it (its run directory calls it i00-c0)."""
+    return f"iteration {iteration + 1}, candidate {lane + 1}"
+
+
+_OUTCOME_VERDICT = {"no_code": "no code", "provider_error": "model error"}
+
+
+def tune_candidates(report) -> list[CandidateRecord]:
+    """The tuner's configs: the ones run, then the ones its compile report pruned unrun."""
+    out = []
+    for tr in report.trials:
+        cases = [CaseRecord(label=label, shapes="", passed=True, speedup=sp)
+                 for label, sp in sorted(tr.case_speedups.items())]
+        out.append(CandidateRecord(
+            label=config_text(tr.config), verdict="verified" if tr.correct else tr.status, correct=tr.correct,
+            speedup=tr.speedup, message=tr.pruned or tr.message, cases=cases,
+            chosen=report.source is not None and report.best == tr.config))
+    for tr in report.screened:
+        out.append(CandidateRecord(label=config_text(tr.config), verdict="pruned", message=tr.pruned or tr.message))
+    return out
+
+
+def llm_candidates(steps, chosen) -> list[CandidateRecord]:
+    from agent.llm.evaluator import speedup
+    out = []
+    for st in steps:
+        r = st.result
+        if st.outcome == "correct":
+            verdict = "verified"
+        elif r is not None:
+            verdict = r.status
+        else:
+            verdict = _OUTCOME_VERDICT.get(st.outcome or "", st.outcome or "unfinished")
+        msg = st.error or (r.message if r is not None else st.extraction) or ""
+        out.append(CandidateRecord(label=candidate_label(st.iteration, st.lane), verdict=verdict,
+                                   correct=st.outcome == "correct", speedup=speedup(r), message=msg,
+                                   chosen=chosen is not None and st is chosen,
+                                   cases=case_records(r, "candidate")))
+    return out
 
 
 def device_text(d) -> str:
@@ -221,12 +270,16 @@ def tune(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> O
 
     observed.label = lambda n: f"tuning batch {n - 1}"
     observed.expected = settings.max_configs
-    ctx.report(f"tuning launch settings for {arch} on {device_text(base.device)} ...", 15)
+    if gpu:
+        ctx.report(f"tuning launch settings on {device_text(base.device)} ...", 15)
+    else:  # no GPU: configs are checked for correctness, and compiled ahead of time for geak.arch
+        ctx.report(f"checking launch settings on {device_text(base.device)} "
+                   f"(compile report for {arch}, geak.arch) ...", 15)
     report = run_tuner(observed, request, arch, max_configs=settings.max_configs,
                        trials_per_case=settings.trials, timed=gpu, emit=settings.emit)
     out = Outcome(kind="optimize", strategy="tune", baseline=base, timed=report.timed or gpu,
                   total=len(report.trials), verified=sum(1 for t in report.trials if t.correct),
-                  notes=list(report.notes))
+                  notes=list(report.notes), candidates=tune_candidates(report))
     for t in report.trials:
         if not t.correct:
             cfg = ", ".join(f"{k}={v}" for k, v in sorted(t.config.items()))
@@ -238,6 +291,9 @@ def tune(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> O
     if not gpu and not report.improved:
         out.message = (f"{out.verified} of {out.total} launch configs verified correct on "
                        f"{device_text(base.device)}; no verified improvement (timing needs a GPU)")
+        if settings.apply_untimed:
+            out.message += ("; geak.applyUntimed offers untimed results of the GEAK loop only: the tuner "
+                            "chooses a config by its timing")
     return out
 
 
@@ -290,19 +346,22 @@ def llm(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root:
     ok = verified(steps)
     out = Outcome(kind="optimize", strategy="llm", baseline=base, total=len(steps), verified=len(ok),
                   notes=[f"run directory {run.path}"])
+    label = {id(s): candidate_label(s.iteration, s.lane) for s in steps}
     out.timed = any(speedup(s.result) is not None for s in ok)
     for s in steps:
         if s.outcome != "correct":
-            out.failures.append(Failure(s.id, (s.error or (s.result.message if s.result else s.extraction)
-                                               or s.outcome or "unfinished")))
+            out.failures.append(Failure(label[id(s)], (s.error or (s.result.message if s.result else s.extraction)
+                                                       or s.outcome or "unfinished")))
     best = choose(steps)
+    chosen = None
     if best is not None:
+        chosen = best
         out.source, out.result, out.speedup = best.source, best.result, speedup(best.result)
-        out.message = f"{best.id} is verified and {out.speedup:.2f}x faster than the original"
+        out.message = f"{label[id(best)]} is verified and {out.speedup:.2f}x faster than the original"
     elif ok and not out.timed and settings.apply_untimed:
-        first = ok[0]
+        chosen = first = ok[0]
         out.source, out.result, out.untimed = first.source, first.result, True
-        out.message = (f"{first.id} is verified correct on {device_text(base.device)} but not timed "
+        out.message = (f"{label[id(first)]} is verified correct on {device_text(base.device)} but not timed "
                        "(timing needs a GPU); offered because geak.applyUntimed is on")
     elif ok and not out.timed:
         out.message = (f"{len(ok)} of {len(steps)} candidates verified correct, none timed: "
@@ -311,6 +370,7 @@ def llm(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root:
         out.message = f"{len(ok)} of {len(steps)} candidates correct, none faster than the original beyond the spread"
     else:
         out.message = f"none of the {len(steps)} candidates was correct"
+    out.candidates = llm_candidates(steps, chosen)
     if result.stopped not in ("iterations", "target"):
         out.notes.append(f"the loop stopped early: {result.stopped}" + (f" ({result.fatal})" if result.fatal else ""))
     return out

@@ -219,31 +219,71 @@ def _block_starts(lines: list[str]) -> list[int]:
 
 
 _BLOCKS: dict[str, _Block] = {}
+_BAD: dict[int, SyntaxError] = {}
+"""hash(text) -> its error, for block texts that do not parse alone: not parsed twice."""
 MAX_CACHED_BLOCKS = 20000
+_CONTINUES = ("never closed", "unterminated triple-quoted", "EOF", "unexpected end")
+
+
+def _continues(e: SyntaxError, text: str) -> bool:
+    """Does the block stop inside something the next lines may close (a string, brackets, a
+    backslash), rather than at a mistake of its own?"""
+    n = text.count("\n") + (0 if text.endswith("\n") else 1)
+    return e.lineno is None or e.lineno >= n or any(c in (e.msg or "") for c in _CONTINUES)
+
+
+def _shifted(e: SyntaxError, lines_before: int) -> SyntaxError:
+    """The block's error at its line in the document."""
+    if not lines_before or e.lineno is None:
+        return e
+    end = e.end_lineno + lines_before if getattr(e, "end_lineno", None) else None
+    msg = re.sub(r"\(detected at line (\d+)\)", lambda m: f"(detected at line {int(m.group(1)) + lines_before})",
+                 e.msg or "")
+    return SyntaxError(msg, (e.filename, e.lineno + lines_before, e.offset, e.text, end,
+                               getattr(e, "end_offset", None)))
+
+
+def _parse_block(text: str) -> _Block:
+    h = hash(text)
+    bad = _BAD.get(h)
+    if bad is not None:
+        raise bad
+    try:
+        return _summarize(text)
+    except SyntaxError as e:
+        if len(_BAD) > MAX_CACHED_BLOCKS:
+            _BAD.clear()
+        _BAD[h] = e
+        raise
 
 
 def _parsed_blocks(lines: list[str]) -> list[tuple[int, _Block]]:
     """(first line, summary) for each block; parsed once per distinct block text, so an edit
-    re-parses only the block it touches. Raises SyntaxError when the text does not parse."""
+    re-parses only the block it touches. Raises SyntaxError when the text does not parse.
+
+    A block that stops inside a string or brackets is joined with the following ones (1, 2,
+    4, ... of them, so a string that spans many column-0 lines costs a few parses, not one per
+    line). A block that fails on a mistake of its own is the document's error: every block
+    before it parsed and ended where a statement ends, so the whole file is never parsed."""
     starts = _block_starts(lines) + [len(lines)]
     if starts[0] != 0:
         starts.insert(0, 0)
+    last = len(starts) - 1
     out = []
     i = 0
-    while i < len(starts) - 1:
+    while i < last:
         j = i + 1
         while True:
             text = "".join(lines[starts[i]:starts[j]])
             block = _BLOCKS.get(text)
             if block is None:
                 try:
-                    block = _summarize(text)
-                except SyntaxError:
-                    if j < len(starts) - 1:
-                        j += 1  # joined with the next block: a string or bracket spans them
+                    block = _parse_block(text)
+                except SyntaxError as e:
+                    if j < last and _continues(e, text):
+                        j = min(last, i + 2 * (j - i))
                         continue
-                    ast.parse("".join(lines))  # the document's own error, with its line number
-                    raise
+                    raise _shifted(e, starts[i]) from None
                 if len(_BLOCKS) > MAX_CACHED_BLOCKS:
                     _BLOCKS.clear()
                 _BLOCKS[text] = block
@@ -311,33 +351,55 @@ def find_targets(text: str) -> DocumentTargets:
     return DocumentTargets(targets=out, conventions=conventions, lines=lines, has_torch_import=has_torch)
 
 
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class TargetCache:
     """Targets per document: recomputed when the text changes, the last good result kept for
-    texts that do not parse."""
+    texts that do not parse.
+
+    ``get`` computes in the caller's thread. For large documents the server calls ``compute``
+    in a worker thread (it only reads the cache) and ``store`` on its event loop."""
 
     def __init__(self):
         self._by_uri: dict[str, tuple[str, DocumentTargets]] = {}
         self._good: dict[str, DocumentTargets] = {}
 
-    def get(self, uri: str, text: str) -> DocumentTargets:
-        key = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+    def cached(self, uri: str, key: str) -> Optional[DocumentTargets]:
         hit = self._by_uri.get(uri)
-        if hit is not None and hit[0] == key:
-            return hit[1]
+        return hit[1] if hit is not None and hit[0] == key else None
+
+    def last(self, uri: str) -> Optional[DocumentTargets]:
+        """The targets of the last text computed for the document, whatever it was."""
+        hit = self._by_uri.get(uri)
+        return hit[1] if hit is not None else None
+
+    def compute(self, uri: str, text: str) -> DocumentTargets:
         try:
-            found = find_targets(text)
-            self._good[uri] = found
+            return find_targets(text)
         except (SyntaxError, ValueError) as e:
             line = getattr(e, "lineno", None)
             msg = f"line {line}: {getattr(e, 'msg', str(e))}" if line else str(e)
             good = self._good.get(uri)
-            found = DocumentTargets(targets=list(good.targets) if good else [],
-                                    conventions=list(good.conventions) if good else [],
-                                    lines=text.splitlines(keepends=True), syntax_error=msg,
-                                    stale_tree=good is not None,
-                                    has_torch_import=good.has_torch_import if good else False)
+            return DocumentTargets(targets=list(good.targets) if good else [],
+                                   conventions=list(good.conventions) if good else [],
+                                   lines=text.splitlines(keepends=True), syntax_error=msg,
+                                   stale_tree=good is not None,
+                                   has_torch_import=good.has_torch_import if good else False)
+
+    def store(self, uri: str, key: str, found: DocumentTargets) -> None:
+        if found.syntax_error is None:
+            self._good[uri] = found
         self._by_uri[uri] = (key, found)
-        return found
+
+    def get(self, uri: str, text: str, key: Optional[str] = None) -> DocumentTargets:
+        key = key or text_key(text)
+        hit = self.cached(uri, key)
+        if hit is None:
+            hit = self.compute(uri, text)
+            self.store(uri, key, hit)
+        return hit
 
     def forget(self, uri: str) -> None:
         self._by_uri.pop(uri, None)

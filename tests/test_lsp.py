@@ -22,7 +22,7 @@ from lsprotocol import types as t
 
 from conftest import ADD_RELU, ROOT, Project, kernel_variant
 from llm_server import ScriptedLLM
-from lsp.geak_editor import Editor, start, stop
+from lsp.geak_editor import VSCODE_EXTENSION, Editor, start, stop
 
 aio = pytest.mark.asyncio(loop_scope="function")
 
@@ -129,7 +129,7 @@ async def test_benchmark_fills_the_hover_and_torch_stays_out_of_the_server(proj)
         assert "correct on 2 case(s) on the Triton CPU interpreter" in end.message and "not timed" in end.message
         h = await ed.hover(uri, KERNEL_LINE + 1)
         assert "benchmark on **Triton CPU interpreter**" in h
-        assert "ahead-of-time compile for sm_90" in h and "| add_relu_kernel | BLOCK=256, warps=4" in h
+        assert "ahead-of-time compile for sm_90 (compiled for that GPU here, without running on it" in h and "| add_relu_kernel | BLOCK=256, warps=4" in h
         diags = await ed.until(lambda: ed.diagnostics(uri), 10, "diagnostics")
         assert diags[0].code == "benchmark" and diags[0].severity == t.DiagnosticSeverity.Information
         info = await ed.info()
@@ -147,7 +147,8 @@ async def test_cancel_from_the_progress_token_and_by_geak_cancel_while_the_serve
         opt = await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")
         started = await ed.execute(opt.command)
         token = started["token"]
-        await ed.until(lambda: any(isinstance(v, t.WorkDoneProgressReport) and (v.message or "").startswith("tuning launch settings")
+        await ed.until(lambda: any(isinstance(v, t.WorkDoneProgressReport) and (v.message or "").startswith(
+                                       "checking launch settings on the Triton CPU interpreter (compile report for sm_90")
                                    for v in ed.progress(token)) or None, 90, "the tuning to start")
         # The server answers while the job runs.
         t0 = time.monotonic()
@@ -215,6 +216,9 @@ async def test_a_document_edited_during_the_job_is_not_touched_and_the_result_is
         apply = await ed.action(uri, WRAPPER_LINE, "Apply GEAK result")
         assert apply.title == "Apply GEAK result (verified correct, not timed)"
         assert apply.edit.document_changes[0].text_document.version == 2
+        # Choosing the action is the confirmation: no second one (VS Code would show its refactor
+        # preview with the edit unchecked).
+        assert not any(a.needs_confirmation for a in apply.edit.change_annotations.values())
         assert ed.apply(apply.edit)
         assert "BLOCK=512" in ed.text(uri) and ed.text(uri).endswith("# a note the user typed while GEAK ran\n")
         await ed.until(lambda: not [d for d in ed.diagnostics(uri) if d.code == "not-applied"], 10, "cleared")
@@ -346,3 +350,98 @@ async def test_geak_lsp_over_tcp(proj):
         await c.stop()
         if proc.poll() is None:
             proc.kill()
+
+
+WRONG = "Subtracted by mistake.\n\n```python\n" + textwrap.dedent(
+    kernel_variant(block=512, value="tl.maximum(x - y, 0.0)")).lstrip() + "```\n"
+
+
+@aio
+async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
+    """What the VS Code extension's results view shows comes from geak.results: every candidate
+    with its verdict and per-case results, the original's cases. A client that declares
+    geakShowResults gets a "Show GEAK results" quick fix and a hover link; one that declares
+    geakJobEnd gets geak/jobEnd once per job (and no popup of its own for a failed job)."""
+    env = llm([{"text": GOOD}, {"text": WRONG}])
+    ed = await start(proj.root, init=llm_settings(parallel=2), env=env, capabilities=VSCODE_EXTENSION)
+    try:
+        uri = ed.open(proj.root / "k.py")
+        assert [a.title for a in await ed.actions(uri, WRAPPER_LINE)] == ["Optimize with GEAK", "Benchmark with GEAK"]
+        assert ed.initialize_result.capabilities.experimental == {"geakResults": True, "geakJobEnd": True}
+        started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
+        # For this client the job's progress ends when the result waits for review; the outcome
+        # (after the choice) comes in geak/jobEnd.
+        assert (await ed.job_end(started["token"])).message == "result ready: review it, then apply or discard"
+        end = await ed.until(lambda: ed.job_ends, 10, "geak/jobEnd")
+        assert len(end) == 1 and end[0]["job"] == started["job"] and end[0]["outcome"] == "not-timed"
+        assert end[0]["results"] is True and end[0]["message"].startswith("applied: iteration 1, candidate ")
+        res = await ed.execute(t.Command(title="r", command="geak.results", arguments=[{"uri": uri, "name": "add_relu"}]))
+        assert res["symbol"] == "add_relu" and res["path"] == "k.py" and len(res["runs"]) == 1
+        run = res["runs"][0]
+        assert (run["strategy"], run["outcome"], run["device"]) == ("llm", "not-timed", "Triton CPU interpreter")
+        assert run["result_hash"] == res["source_hash"], "the applied result is the code now"
+        assert [c["label"] for c in run["original"]] == ["n=300", "n=2048"] and all(c["passed"] for c in run["original"])
+        cands = sorted(run["candidates"], key=lambda c: c["verdict"])
+        assert [c["label"] for c in sorted(run["candidates"], key=lambda c: c["label"])] == [
+            "iteration 1, candidate 1", "iteration 1, candidate 2"]
+        assert [(c["verdict"], c["correct"], c["chosen"]) for c in cands] == [("mismatch", False, False),
+                                                                             ("verified", True, True)]
+        assert all(c["passed"] for c in cands[1]["cases"]) and len(cands[1]["cases"]) == 2
+        assert not cands[0]["cases"][0]["passed"] and cands[0]["cases"][0]["max_abs_err"] > 0
+        assert cands[1]["speedup"] is None  # nothing is timed on the CPU
+        # No internal ids in what people read.
+        diags = await ed.until(lambda: [d for d in ed.diagnostics(uri) if d.code == "candidates-failed"], 10, "diags")
+        assert "iteration 1, candidate" in diags[0].message
+        assert not [d for d in ed.diagnostics(uri) if "i00-c" in d.message] and "i00-c" not in end[0]["message"]
+        # The ways to the view: a quick fix on the diagnostic, and a link in the hover.
+        for only in (None, [t.CodeActionKind.QuickFix]):
+            pos = t.Position(line=WRAPPER_LINE, character=4)
+            got = await ed.client.text_document_code_action_async(t.CodeActionParams(
+                text_document=t.TextDocumentIdentifier(uri=uri), range=t.Range(start=pos, end=pos),
+                context=t.CodeActionContext(diagnostics=diags, only=only)))
+            show = [a for a in got if a.title == "Show GEAK results for add_relu"]
+            assert show and show[0].command.command == "geak.showResults", [a.title for a in got]
+            assert list(show[0].command.arguments) == [{"uri": uri, "name": "add_relu"}] and show[0].diagnostics
+        assert "[Show GEAK results](command:geak.showResults?" in await ed.hover(uri, WRAPPER_LINE)
+        # A job that fails: geak/jobEnd says so, and the server does not pop up a message itself.
+        proj.write("pyproject.toml", "[project]\nname = 'userproj'\n[tool.geak]\nbogus = 1\n")
+        started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Benchmark with GEAK")).command)
+        await ed.job_end(started["token"])
+        end = await ed.until(lambda: ed.job_ends[1:], 10, "the second geak/jobEnd")
+        assert end[0]["outcome"] == "error" and "bogus" in end[0]["message"] and end[0]["results"] is False
+        assert not [m for m in ed.client.messages if "bogus" in m.message and isinstance(m, t.ShowMessageParams)]
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_other_clients_get_no_links_to_a_view_they_do_not_have(proj, llm):
+    env = llm([{"text": GOOD}])
+    ed = await start(proj.root, init=llm_settings(), env=env)
+    try:
+        uri = ed.open(proj.root / "k.py")
+        started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
+        await ed.job_end(started["token"])
+        assert not ed.job_ends
+        assert "Show GEAK results" not in " ".join(a.title for a in await ed.actions(uri, WRAPPER_LINE))
+        assert "command:" not in await ed.hover(uri, WRAPPER_LINE)
+        res = await ed.execute(t.Command(title="r", command="geak.results", arguments=[{"uri": uri, "name": "add_relu"}]))
+        assert len(res["runs"]) == 1  # the data is there for any client that asks
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_apply_untimed_with_the_tuner_says_it_is_for_the_geak_loop(proj):
+    """On the CPU the tuner has no timings to choose a config by: geak.applyUntimed cannot make
+    it offer one, and the end of the job says so (so does the setting's description)."""
+    ed = await start(proj.root, init={"geak": {**BASE, "strategy": "tune", "maxConfigs": 1, "applyUntimed": True}})
+    try:
+        uri = ed.open(proj.root / "k.py")
+        started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
+        end = await ed.job_end(started["token"], timeout=120)
+        assert "no verified improvement (timing needs a GPU)" in end.message
+        assert "geak.applyUntimed offers untimed results of the GEAK loop only" in end.message
+        assert not ed.applied
+    finally:
+        await stop(ed)

@@ -144,6 +144,32 @@ def test_the_store_persists_by_source_hash_and_device_and_survives_a_damaged_fil
     assert json.loads((tmp_path / ".geak" / "lsp-results.json").read_text())["version"] == 1
 
 
+
+def test_runs_are_kept_per_target_newest_first_and_a_file_without_them_still_loads(tmp_path):
+    from geak_lsp.store import MAX_RUNS, CandidateRecord, CaseRecord, RunRecord
+    st = Store(tmp_path)
+    for i in range(MAX_RUNS + 3):
+        st.put_run(RunRecord(path="k.py", symbol="add_relu", name="add_relu", source_hash=f"h{i}", kind="optimize",
+                             strategy="tune", device="Triton CPU interpreter", started_at=i, finished_at=i + 0.5,
+                             outcome="no-improvement", message=f"run {i}",
+                             original=[CaseRecord(label="n=300", shapes="x: float32[300]", passed=True)],
+                             candidates=[CandidateRecord(label="BLOCK=512", verdict="verified", correct=True,
+                                                         cases=[CaseRecord(label="n=300", shapes="", passed=True)])]))
+    st.put_run(RunRecord(path="k.py", symbol="other", name="other", source_hash="x", kind="benchmark",
+                         strategy="benchmark", device="d", started_at=0, finished_at=1, outcome="benchmark", message=""))
+    again = Store(tmp_path)
+    runs = again.runs("k.py", "add_relu")
+    assert len(runs) == MAX_RUNS and runs[0].message == f"run {MAX_RUNS + 2}"
+    assert runs[0].candidates[0].cases[0].label == "n=300" and runs[0].original[0].shapes == "x: float32[300]"
+    assert len(again.runs("k.py", "other")) == 1
+    # A file written before runs were kept: its records load, with no runs.
+    doc = json.loads((tmp_path / ".geak" / "lsp-results.json").read_text())
+    doc.pop("runs")
+    (tmp_path / ".geak" / "lsp-results.json").write_text(json.dumps(doc))
+    old = Store(tmp_path)
+    assert old.problem is None and old.runs("k.py", "add_relu") == []
+
+
 TRICKY = '''"""Module docstring
 def not_a_function():
     with a line at column 0
@@ -199,3 +225,40 @@ def test_block_wise_discovery_equals_one_parse_of_the_whole_file(path, monkeypat
     assert blockwise == whole
     if path == "<tricky>":
         assert {t.name: t.kind for t in whole.targets} == {"k": "kernel", "wrap": "wrapper", "f": "function"}
+
+
+def test_strings_over_many_column_0_lines_and_syntax_errors_cost_few_parses(monkeypatch):
+    """A block that stops inside a string is joined with 1, 2, 4, ... following blocks (not one
+    more at a time, which was quadratic: minutes on a 6.7 MB file with one typo), and a block
+    that fails on its own mistake is the document's error, at the line a whole-file parse gives."""
+    import ast
+
+    from geak_lsp import targets as T
+    body = "".join(f"line{i} = {i}\n" for i in range(400))
+    text = 'import torch\nDOC = """\n' + body + '"""\n' + ADD_RELU
+    calls = []
+    real = T._summarize
+    monkeypatch.setattr(T, "_summarize", lambda s: calls.append(len(s)) or real(s))
+    T._BLOCKS.clear()
+    T._BAD.clear()
+    found = T.find_targets(text)
+    assert {t.name for t in found.targets} == {"add_relu_kernel", "add_relu"}
+    assert found.by_name("add_relu").name_line == text.splitlines().index("def add_relu(x, y):")
+    assert len(calls) < 30, len(calls)
+    many = "".join(ADD_RELU.replace("add_relu", f"add_relu{i}") for i in range(300))
+    T.find_targets(many)  # every block parsed once; below, only what an edit breaks is parsed again
+    broken = {
+        "a name at column 0 inside a body": many.replace("    n = x.numel()", "x   n = x.numel()", 150),
+        "an unclosed bracket": many.replace("def add_relu200(x, y):", "def add_relu200(x, y:"),
+        "an unclosed triple-quoted string": many.replace("def add_relu7(x, y):", 'S = """\ndef add_relu7(x, y):'),
+        "an unexpected indent": many.replace("def add_relu9(x, y):\n", "def add_relu9(x, y):\n  z = 1\n"),
+        "at the end": many + "foo = = 1\n",
+    }
+    for what, src in broken.items():
+        calls.clear()
+        with pytest.raises(SyntaxError) as mine:
+            T.find_targets(src)
+        with pytest.raises(SyntaxError) as whole:
+            ast.parse(src)
+        assert (mine.value.lineno, mine.value.msg) == (whole.value.lineno, whole.value.msg), what
+        assert len(calls) < 40, (what, len(calls))

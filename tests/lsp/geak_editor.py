@@ -7,12 +7,15 @@ The server under test is the real ``python -m geak_lsp`` subprocess."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Optional, Union
 
+import attrs
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import make_test_lsp_client
@@ -41,6 +44,9 @@ class Editor:
         self.applied: list[t.ApplyWorkspaceEditParams] = []
         self.refused: list[t.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
+        self.initialize_result: Optional[t.InitializeResult] = None
+        self.job_ends: list[dict] = []
+        """geak/jobEnd notifications (sent to a client that declares geakJobEnd)."""
 
     # documents -------------------------------------------------------------
 
@@ -99,6 +105,17 @@ class Editor:
             text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=4)))
         return h.contents.value if h else None
 
+    async def raw_request(self, method: str, params: Any, timeout: float = 10.0) -> Any:
+        """Send ``params`` exactly as given (no lsprotocol types on the way out) and wait for the
+        answer; an error answer raises pygls' JsonRpcException (with ``code``)."""
+        proto = self.client.protocol
+        msg_id = str(uuid.uuid4())
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        proto._request_futures[msg_id] = fut
+        proto._result_types[msg_id] = None
+        proto._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+
     async def info(self) -> dict:
         return await self.client.workspace_execute_command_async(t.ExecuteCommandParams(
             command="geak.serverInfo", arguments=[]))
@@ -136,6 +153,15 @@ def _fix_code_action_union(client: LanguageClient) -> None:
     conv.register_structure_hook(Union[t.Command, t.CodeAction], hook)
 
 
+def _plain(obj: Any) -> Any:
+    """pygls hands a custom notification's params over as namedtuples: back to JSON values."""
+    if hasattr(obj, "_asdict"):
+        return {k: _plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
 def _factory():
     client = make_test_lsp_client()
     _fix_code_action_union(client)
@@ -148,6 +174,10 @@ def _factory():
             return t.ApplyWorkspaceEditResult(applied=True)
         ed.refused.append(params)
         return t.ApplyWorkspaceEditResult(applied=False, failure_reason="declined in the test editor")
+
+    @client.feature("geak/jobEnd")
+    def job_end(ls, params):
+        ls.editor.job_ends.append(_plain(params))
 
     return client
 
@@ -166,18 +196,23 @@ CAPABILITIES = t.ClientCapabilities(
             disabled_support=True),
         hover=t.HoverClientCapabilities(content_format=[t.MarkupKind.Markdown])))
 
+VSCODE_EXTENSION = attrs.evolve(CAPABILITIES, experimental={"geakShowResults": True, "geakJobEnd": True})
+"""What the GEAK VS Code extension declares besides: it has geak.showResults, and it shows the
+end of each job itself (geak/jobEnd)."""
+
 
 async def start(root: Path, init: Optional[dict] = None, configuration: Optional[dict] = None,
-                env: Optional[dict] = None, capabilities: t.ClientCapabilities = CAPABILITIES) -> Editor:
+                env: Optional[dict] = None, capabilities: t.ClientCapabilities = CAPABILITIES,
+                args: tuple[str, ...] = ()) -> Editor:
     server_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "geak_lsp"], client_factory=_factory,
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "geak_lsp", *args], client_factory=_factory,
                              server_env=server_env)
     client = await cfg.start()
     editor = Editor(client)
     client.editor = editor
     if configuration is not None:
         client.set_configuration(configuration, section="geak")
-    await client.initialize_session(t.InitializeParams(
+    editor.initialize_result = await client.initialize_session(t.InitializeParams(
         capabilities=capabilities, root_uri=root.as_uri(), initialization_options=init,
         workspace_folders=[t.WorkspaceFolder(uri=root.as_uri(), name=root.name)]))
     return editor

@@ -1,8 +1,11 @@
-/** Wiring only: the log, the status bar, the keys, the server, the commands and what restarts it. */
+/** Wiring only: the log, the status bar, the keys, the server, the preview, the results view,
+ * the commands and what restarts the server. */
 
 import * as vscode from "vscode";
 import { onInterpreterChange } from "./interpreter";
-import { PREVIEW_SCHEME, PreviewContent } from "./preview";
+import { JobEnds } from "./jobEnd";
+import { PREVIEW_SCHEME, PreviewChoices, PreviewContent } from "./preview";
+import { ResultsView, type Target } from "./results";
 import { ApiKeys, setApiKeyCommand } from "./secrets";
 import { GeakServer } from "./server";
 import { readClientSettings } from "./settings";
@@ -15,27 +18,44 @@ export async function activate(context: vscode.ExtensionContext): Promise<GeakSe
   const status = new StatusBar(readClientSettings(vscode.workspace.getConfiguration("geak")));
   const keys = new ApiKeys(context.secrets);
   const preview = new PreviewContent();
-  server = new GeakServer(output, status, keys, preview);
-  const s = server;
+  const choices = new PreviewChoices();
+  let s: GeakServer | undefined;
+  const results = new ResultsView((target) => s!.results(target));
+  const showResults = async (arg?: unknown) => {
+    const a = (Array.isArray(arg) ? arg[0] : arg) as Partial<Target> | undefined;
+    const target = a && typeof a.uri === "string" && typeof a.name === "string" ? { uri: a.uri, name: a.name } : await s!.cursorTarget();
+    if (!target) {
+      void vscode.window.showWarningMessage("GEAK: put the cursor on a kernel, its wrapper, a PyTorch function or an nn.Module first.");
+      return;
+    }
+    await results.show(target);
+  };
+  const jobEnds = new JobEnds((t) => showResults(t), () => output.show(), (t) => results.refresh(t));
+  server = new GeakServer(output, status, keys, preview, choices, jobEnds);
+  s = server;
+  const srv = server;
   context.subscriptions.push(
-    output, status, s,
+    output, status, srv, choices, jobEnds, results,
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, preview),
     vscode.commands.registerCommand("geak.showLog", () => output.show()),
     vscode.commands.registerCommand("geak.setApiKey", () => setApiKeyCommand(keys)),
-    vscode.commands.registerCommand("geak.restartServer", () => s.restart()),
-    keys.onDidChange(() => void s.restart()),
+    vscode.commands.registerCommand("geak.restartServer", () => srv.restart()),
+    vscode.commands.registerCommand("geak.showResults", showResults),
+    vscode.commands.registerCommand("geak.previewApply", (uri?: unknown) => choices.decide("apply", uri)),
+    vscode.commands.registerCommand("geak.previewDiscard", (uri?: unknown) => choices.decide("discard", uri)),
+    keys.onDidChange(() => void srv.restart()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (!e.affectsConfiguration("geak")) return;
       status.setSettings(readClientSettings(vscode.workspace.getConfiguration("geak")));
-      if (e.affectsConfiguration("geak.interpreter")) void s.restart();
+      if (e.affectsConfiguration("geak.interpreter")) void srv.restart();
     }),
   );
   const onPython = await onInterpreterChange(() => {
-    if (!readClientSettings(vscode.workspace.getConfiguration("geak")).interpreter) void s.restart();
+    if (!readClientSettings(vscode.workspace.getConfiguration("geak")).interpreter) void srv.restart();
   });
   if (onPython) context.subscriptions.push(onPython);
-  await s.start();
-  return s;
+  await srv.start();
+  return srv;
 }
 
 export async function deactivate(): Promise<void> {

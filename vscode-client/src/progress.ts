@@ -1,6 +1,7 @@
 /** The server's job progress (window/workDoneProgress): a notification with a cancel button,
  * and the status bar's view of the running job. Replaces the client library's default handler,
- * which shows only a status bar spinner without cancel. */
+ * which shows only a status bar spinner without cancel. The end of a job is said once, by
+ * jobEnd.ts. */
 
 import * as vscode from "vscode";
 import type { BaseLanguageClient } from "vscode-languageclient";
@@ -13,16 +14,20 @@ import type { StatusBar } from "./statusBar";
 /** The part of the language client this needs. */
 export type ProgressClient = Pick<BaseLanguageClient, "onRequest" | "onProgress" | "sendNotification">;
 
-export function trackProgress(client: ProgressClient, status: StatusBar): vscode.Disposable {
+/** ``onEnd``: told when a job's progress ends (its title and end message). */
+export function trackProgress(client: ProgressClient, status: StatusBar,
+  onEnd: (token: string, title: string, message: string | undefined) => void = () => undefined): vscode.Disposable {
   const live = new Set<vscode.Disposable>();
   const onCreate = client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
     const key = String(token);
     let report: ((v: { message?: string; increment?: number }) => void) | undefined;
     let finish: (() => void) | undefined;
     let reported = 0;
+    let title = "GEAK";
     const sub: vscode.Disposable = client.onProgress(WorkDoneProgress.type, token,
       (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
         if (v.kind === "begin") {
+          title = v.title;
           status.begin(key, v.title, v.message ?? "");
           void vscode.window.withProgress(
             { location: vscode.ProgressLocation.Notification, title: v.title, cancellable: v.cancellable ?? false },
@@ -43,7 +48,7 @@ export function trackProgress(client: ProgressClient, status: StatusBar): vscode
         } else if (v.kind === "end") {
           status.end(key);
           finish?.();
-          if (v.message) vscode.window.setStatusBarMessage(`GEAK: ${v.message}`, 15000);
+          onEnd(key, title, v.message);
           sub.dispose();
           live.delete(sub);
         }

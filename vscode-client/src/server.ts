@@ -1,21 +1,54 @@
 /** Starting the GEAK language server: interpreter, install check, environment with the API
- * keys, client options (settings, preview middleware), progress; restart on changes. */
+ * keys, client options (settings, preview middleware, the results view's features), progress;
+ * restart on changes; one clear message when it does not start or stops. */
 
+import * as readline from "node:readline";
 import * as vscode from "vscode";
-import { LanguageClient, type LanguageClientOptions, type ServerOptions, State, TransportKind } from "vscode-languageclient/node";
+import {
+  CloseAction, ErrorAction, LanguageClient, type LanguageClientOptions, RevealOutputChannelOn, type ServerOptions,
+  State, type StaticFeature, TransportKind,
+} from "vscode-languageclient/node";
 import { serverEnv } from "./env";
+import { serverFailure, StderrTail } from "./errors";
 import { chooseInterpreter, type Interpreter } from "./interpreter";
-import { makeApplyEditHandler, type PreviewContent } from "./preview";
+import { JOB_END, type JobEnd, type JobEnds } from "./jobEnd";
+import { makeApplyEditHandler, type PreviewChoices, type PreviewContent } from "./preview";
 import { probe, probeMessage, type Probe } from "./probe";
 import { trackProgress } from "./progress";
+import type { Target } from "./results";
+import type { Results } from "./resultsHtml";
 import type { ApiKeys } from "./secrets";
 import { readClientSettings, toServerSettings } from "./settings";
 import type { StatusBar } from "./statusBar";
 
 export const SERVER_COMMANDS_NEEDING_TARGET = ["geak.optimize", "geak.benchmark"];
+/** Crashes of a running server within this window that are restarted silently. */
+export const RESTARTS = { max: 3, windowMs: 3 * 60 * 1000 };
 
+/** `python -m geak_lsp`; the client library appends `--stdio` (TransportKind.stdio). */
 export function serverOptions(python: string, env: NodeJS.ProcessEnv): ServerOptions {
   return { command: python, args: ["-m", "geak_lsp"], transport: TransportKind.stdio, options: { env } };
+}
+
+/** What this extension adds to the client capabilities (the server reads them from
+ * `experimental`): it has a results view (geak.showResults) and says the end of each job itself. */
+export const EXPERIMENTAL = { geakShowResults: true, geakJobEnd: true };
+
+function experimentalFeature(): StaticFeature {
+  return {
+    fillClientCapabilities: (caps) => { caps.experimental = { ...(caps.experimental as object ?? {}), ...EXPERIMENTAL }; },
+    initialize: () => undefined,
+    getState: () => ({ kind: "static" }),
+    clear: () => undefined,
+  };
+}
+
+/** The client library's own error notifications ("couldn't create connection", "server crashed
+ * 5 times", "Request ... failed") go to the log only: this extension says what went wrong, once. */
+class GeakClient extends LanguageClient {
+  override error(message: string, data?: unknown, _showNotification?: boolean | "force"): void {
+    super.error(message, data, false);
+  }
 }
 
 export class GeakServer implements vscode.Disposable {
@@ -26,12 +59,18 @@ export class GeakServer implements vscode.Disposable {
   private starting: Promise<void> | undefined;
   private restarting: Promise<void> = Promise.resolve();
   private stateWatch: vscode.Disposable | undefined;
+  private jobEndWatch: vscode.Disposable | undefined;
+  private running = false;
+  private crashes: number[] = [];
+  readonly stderr = new StderrTail();
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
     private readonly status: StatusBar,
     private readonly keys: ApiKeys,
     private readonly preview: PreviewContent,
+    private readonly choices: PreviewChoices,
+    private readonly jobEnds: JobEnds,
   ) {}
 
   start(): Promise<void> {
@@ -69,9 +108,28 @@ export class GeakServer implements vscode.Disposable {
       return;
     }
     const serverKeys = p.settings ?? undefined;
+    this.stderr.clear();
+    let client: LanguageClient | undefined = undefined;
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file", language: "python" }],
       outputChannel: this.output,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      // The server's stderr goes to the log, and its last lines into the message if it fails.
+      stdioOptions: {
+        stdout: (input, out) => { readline.createInterface({ input, crlfDelay: Infinity }).on("line", (l) => out.info(l)); },
+        stderr: (input, out) => {
+          readline.createInterface({ input, crlfDelay: Infinity }).on("line", (l) => { this.stderr.push(l); out.error(l); });
+        },
+      },
+      errorHandler: {
+        error: (_e, _m, count) => ({ action: count && count <= 3 ? ErrorAction.Continue : ErrorAction.Shutdown, handled: true }),
+        closed: () => {
+          if (client) this.closed(client);
+          return { action: CloseAction.DoNotRestart, handled: true };
+        },
+      },
+      initializationFailedHandler: () => false,
+      markdown: { isTrusted: { enabledCommands: ["geak.showResults"] } },
       initializationOptions: { geak: toServerSettings(vscode.workspace.getConfiguration("geak"), serverKeys) },
       synchronize: { configurationSection: "geak" },
       middleware: {
@@ -81,7 +139,7 @@ export class GeakServer implements vscode.Disposable {
             if (!Array.isArray(res)) return res;
             return res.map((r, i) => (params.items[i]?.section === "geak" ? toServerSettings(r, serverKeys) : r));
           },
-          handleApplyEdit: makeApplyEditHandler(this.preview),
+          handleApplyEdit: makeApplyEditHandler(this.preview, this.choices),
         },
         executeCommand: async (command, args, next) => {
           if (SERVER_COMMANDS_NEEDING_TARGET.includes(command) && args.length === 0) {
@@ -97,19 +155,28 @@ export class GeakServer implements vscode.Disposable {
         },
       },
     };
-    const client = new LanguageClient("geak", "GEAK", serverOptions(this.interpreter.path, env), clientOptions);
+    client = new GeakClient("geak", "GEAK", serverOptions(this.interpreter.path, env), clientOptions);
+    client.registerFeature(experimentalFeature());
     this.client = client;
+    this.running = false;
+    this.jobEndWatch = client.onNotification(JOB_END, (e: JobEnd) => this.jobEnds.jobEnded(e));
     try {
       await client.start();
     } catch (e) {
       this.output.error(`GEAK: the server did not start: ${String(e)}`);
       this.status.setState("failed");
       this.client = undefined;
-      void vscode.window.showErrorMessage(`GEAK: the language server did not start (${String(e)}). See the GEAK log.`, "Show Log")
-        .then((c) => c && this.output.show());
+      void vscode.commands.executeCommand("setContext", "geak.serverRunning", false);
+      await new Promise((r) => setTimeout(r, 200)); // the last of its stderr
+      const f = serverFailure(this.interpreter.path, this.stderr.reason(), "start");
+      this.output.error(f.message);
+      void this.explainFailure(f.message, f.fix);
       return;
     }
-    this.progress = trackProgress(client, this.status);
+    this.running = true;
+    const offered = client.initializeResult?.capabilities.experimental as { geakJobEnd?: boolean } | undefined;
+    this.jobEnds.serverSaysEnds = offered?.geakJobEnd === true;
+    this.progress = trackProgress(client, this.status, (_token, title, message) => this.jobEnds.progressEnded(title, message));
     this.stateWatch = client.onDidChangeState((e) => {
       if (this.client !== client) return;
       if (e.newState === State.Running) this.status.setState("running");
@@ -120,8 +187,47 @@ export class GeakServer implements vscode.Disposable {
     this.output.info(`GEAK: server ${p.version} running (${this.interpreter.path})`);
   }
 
+  /** The connection closed without our asking (the server exited): restart a server that was
+   * running, up to RESTARTS.max times in RESTARTS.windowMs; otherwise one message. */
+  private closed(client: LanguageClient): void {
+    if (this.client !== client || !this.running) return; // a stop we asked for, or a start failure (doStart says it)
+    this.running = false;
+    this.status.setState("failed");
+    void vscode.commands.executeCommand("setContext", "geak.serverRunning", false);
+    const now = Date.now();
+    this.crashes = this.crashes.filter((t) => now - t < RESTARTS.windowMs);
+    this.crashes.push(now);
+    const reason = this.stderr.reason();
+    if (this.crashes.length <= RESTARTS.max) {
+      this.output.warn(`GEAK: the server stopped (${reason ?? "no message"}); restarting it`);
+      void this.restart();
+      return;
+    }
+    const f = serverFailure(this.interpreter?.path ?? "python", reason, "stopped");
+    this.output.error(f.message);
+    void this.explainFailure(f.message, f.fix);
+  }
+
+  /** Results of a target, from the server (geak.results). */
+  async results(target: Target): Promise<Results | undefined> {
+    if (!this.client || !this.running) return undefined;
+    try {
+      return await this.client.sendRequest("workspace/executeCommand", { command: "geak.results", arguments: [target] }) as Results;
+    } catch (e) {
+      this.output.warn(`GEAK: geak.results failed: ${String(e)}`);
+      return undefined;
+    }
+  }
+
+  /** The target under the cursor ({uri, name}), from the server's Optimize code action. */
+  async cursorTarget(): Promise<Target | undefined> {
+    const args = await this.targetAtCursor("geak.optimize", true);
+    const t = args?.[0] as Target | undefined;
+    return t && typeof t.uri === "string" && typeof t.name === "string" ? { uri: t.uri, name: t.name } : undefined;
+  }
+
   /** The Optimize/Benchmark arguments for the target under the cursor, from the server's code actions. */
-  private async targetAtCursor(command: string): Promise<unknown[] | undefined> {
+  private async targetAtCursor(command: string, quiet = false): Promise<unknown[] | undefined> {
     const ed = vscode.window.activeTextEditor;
     if (!ed || ed.document.languageId !== "python" || !this.client) return undefined;
     const pos = ed.selection.active;
@@ -131,11 +237,21 @@ export class GeakServer implements vscode.Disposable {
       context: { diagnostics: [] },
     }) as Array<{ command?: { command: string; arguments?: unknown[] }; disabled?: { reason: string } }> | null;
     const hit = (actions ?? []).find((a) => a.command?.command === command);
-    if (hit?.disabled) {
+    if (hit?.disabled && !quiet) {
       void vscode.window.showWarningMessage(`GEAK: ${hit.disabled.reason}`);
       return undefined;
     }
     return hit?.command?.arguments;
+  }
+
+  /** One message for a server that did not start or stopped: the reason and what to do. */
+  private async explainFailure(message: string, fix?: string): Promise<void> {
+    const buttons = [...(fix ? ["Copy Fix"] : []), "Show Log", "Set geak.interpreter", "Restart"];
+    const choice = await vscode.window.showErrorMessage(message, ...buttons);
+    if (choice === "Copy Fix" && fix) await vscode.env.clipboard.writeText(fix);
+    else if (choice === "Show Log") this.output.show();
+    else if (choice === "Set geak.interpreter") await vscode.commands.executeCommand("workbench.action.openSettings", "geak.interpreter");
+    else if (choice === "Restart") await this.restart();
   }
 
   private async explain(message: string, install?: string): Promise<void> {
@@ -147,10 +263,13 @@ export class GeakServer implements vscode.Disposable {
   }
 
   async stop(): Promise<void> {
+    this.running = false;
     this.progress?.dispose();
     this.progress = undefined;
     this.stateWatch?.dispose();
     this.stateWatch = undefined;
+    this.jobEndWatch?.dispose();
+    this.jobEndWatch = undefined;
     const c = this.client;
     this.client = undefined;
     if (c) {

@@ -5,17 +5,26 @@ const mock = vscode as unknown as typeof import("./vscode.mock");
 
 // The language client: record how it is made; the real one needs a running VS Code.
 const clients: Array<{ id: string; server: any; options: any; start: ReturnType<typeof vi.fn>; stop: ReturnType<typeof vi.fn>; handlers: Map<string, unknown> }> = [];
+const startFails: { value: boolean } = { value: false };
 vi.mock("vscode-languageclient/node", () => ({
   TransportKind: { stdio: 0 },
   State: { Stopped: 1, Starting: 3, Running: 2, StartFailed: 4 },
+  RevealOutputChannelOn: { Debug: 0, Info: 1, Warn: 2, Error: 3, Never: 4 },
+  CloseAction: { DoNotRestart: 1, Restart: 2 },
+  ErrorAction: { Continue: 1, Shutdown: 2 },
   LanguageClient: class {
     handlers = new Map<string, unknown>();
-    start = vi.fn(async () => undefined);
+    notifications = new Map<string, unknown>();
+    features: any[] = [];
+    start = vi.fn(async () => { if (startFails.value) throw new Error("Connection got disposed."); });
     stop = vi.fn(async () => undefined);
     constructor(public id: string, _name: string, public server: any, public options: any) {
       clients.push(this as any);
     }
     onRequest(type: { method: string }, h: unknown) { this.handlers.set(type.method, h); return { dispose() {} }; }
+    onNotification(method: string, h: unknown) { this.notifications.set(method, h); return { dispose() {} }; }
+    registerFeature(f: unknown) { this.features.push(f); }
+    error(_m: string, _d?: unknown, _s?: unknown) {}
     onProgress() { return { dispose() {} }; }
     stateListeners: Array<(e: { oldState: number; newState: number }) => void> = [];
     onDidChangeState(l: (e: { oldState: number; newState: number }) => void) { this.stateListeners.push(l); return { dispose() {} }; }
@@ -49,6 +58,7 @@ describe("activation", () => {
     mock.resetMock();
     clients.length = 0;
     probeResult.value = undefined;
+    startFails.value = false;
   });
 
   it("registers the commands, shows the status bar and starts the server with geak.interpreter", async () => {
@@ -65,12 +75,20 @@ describe("activation", () => {
     expect(clients).toHaveLength(1);
     const c = clients[0];
     expect(c.server.command).toBe("/opt/geak/bin/python");
-    expect(c.server.args).toEqual(["-m", "geak_lsp"]);
+    expect(c.server.args).toEqual(["-m", "geak_lsp"]); // the client library appends --stdio
+    expect(c.server.transport).toBe(0);
     expect(c.server.options.env.OPENAI_API_KEY).toBe("sk-secret");
     expect(c.options.documentSelector).toEqual([{ scheme: "file", language: "python" }]);
     expect(c.options.initializationOptions).toEqual({ geak: { strategy: "tune", device: "interpreter" } });
     expect(c.start).toHaveBeenCalled();
     expect(c.handlers.has("window/workDoneProgress/create")).toBe(true);
+    expect((c as any).notifications.has("geak/jobEnd")).toBe(true);
+    // The server learns that this client has the results view and says the end of jobs itself.
+    const caps: any = {};
+    for (const f of (c as any).features) f.fillClientCapabilities(caps);
+    expect(caps.experimental).toEqual({ geakShowResults: true, geakJobEnd: true });
+    expect(c.options.markdown.isTrusted).toEqual({ enabledCommands: ["geak.showResults"] });
+    expect(c.options.revealOutputChannelOn).toBe(4);
     expect(mock.statusItems[0].text).toBe("$(rocket) GEAK: local · interpreter");
     expect(mock.statusItems[0].command).toBe("geak.showLog");
     expect(mock.window.showErrorMessage).not.toHaveBeenCalled();
@@ -147,5 +165,46 @@ describe("activation", () => {
     mock.extensionsById.set("ms-python.python", { isActive: true, exports, activate: async () => exports });
     await activate(context());
     expect(clients[0].server.command).toBe("/envs/k/bin/python");
+  });
+
+  it("a server that exits at start gives one message with its reason and the fix", async () => {
+    mock.config.interpreter = "/old/bin/python";
+    startFails.value = true;
+    const { Readable } = await import("node:stream");
+    const ctx = context();
+    const started = activate(ctx);
+    await vi.waitFor(() => expect(clients).toHaveLength(1));
+    const c = clients[0] as any;
+    const out = { error: vi.fn(), info: vi.fn() };
+    c.options.stdioOptions.stderr(Readable.from(["usage: geak-lsp [-h] [--tcp] [--host HOST]\n",
+      "geak-lsp: error: unrecognized arguments: --stdio\n"]), out);
+    await started;
+    expect(out.error).toHaveBeenCalledWith("geak-lsp: error: unrecognized arguments: --stdio");
+    expect(mock.window.showErrorMessage).toHaveBeenCalledTimes(1);
+    const [msg, ...buttons] = mock.window.showErrorMessage.mock.calls[0] as string[];
+    expect(msg).toBe("GEAK: the language server did not start: geak-lsp: error: unrecognized arguments: --stdio. " +
+      "The GEAK in /old/bin/python is older than this extension: update it (/old/bin/python -m pip install -U geak), then Restart.");
+    expect(buttons).toEqual(["Copy Fix", "Show Log", "Set geak.interpreter", "Restart"]);
+    // The client library's own handlers are told to stay quiet and not to restart.
+    expect(c.options.errorHandler.closed()).toEqual({ action: 1, handled: true });
+    expect(c.options.initializationFailedHandler(new Error("x"))).toBe(false);
+    expect(mock.statusItems[0].text).toBe("$(warning) GEAK");
+  });
+
+  it("a running server that stops is restarted quietly, a few times; then one message", async () => {
+    mock.config.interpreter = "/x/python";
+    await activate(context());
+    for (let n = 1; n <= 3; n++) {
+      clients[n - 1].options.errorHandler.closed();
+      await vi.waitFor(() => expect(clients).toHaveLength(n + 1));
+    }
+    expect(mock.window.showErrorMessage).not.toHaveBeenCalled();
+    const { Readable } = await import("node:stream");
+    clients[3].options.stdioOptions.stderr(Readable.from(["Segmentation fault\n"]), { error: vi.fn() });
+    await new Promise((r) => setTimeout(r, 20));
+    clients[3].options.errorHandler.closed();
+    await vi.waitFor(() => expect(mock.window.showErrorMessage).toHaveBeenCalledTimes(1));
+    expect(clients).toHaveLength(4);
+    expect(mock.window.showErrorMessage.mock.calls[0][0]).toContain("GEAK: the language server stopped and was not restarted: Segmentation fault");
   });
 });

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams } from "vscode-languageclient";
-import { APPLY, DISCARD, makeApplyEditHandler, PreviewContent } from "../src/preview";
+import { ASK, makeApplyEditHandler, PREVIEW_OPEN, PreviewChoices, PreviewContent } from "../src/preview";
 
 const mock = vscode as unknown as typeof import("./vscode.mock");
 const URI = "file:///proj/k.py";
@@ -19,58 +19,84 @@ function params(confirm = true, version = 3): ApplyWorkspaceEditParams {
   } as ApplyWorkspaceEditParams;
 }
 
+/** The diff opens as a tab (as VS Code does); returns its right-hand URI once it is open. */
+function openDiffs(content: PreviewContent) {
+  const seen: { right?: vscode.Uri; text?: string } = {};
+  mock.commands.executeCommand.mockImplementation(async (id: string, _l: unknown, right: unknown) => {
+    if (id === "vscode.diff") {
+      seen.right = right as vscode.Uri;
+      seen.text = content.provideTextDocumentContent(seen.right);
+      mock.tabGroupsState.tabs.push({ input: { original: _l, modified: right }, label: "k.py ↔ result" });
+    }
+    return mock.registeredCommands.get(id)?.(_l, right);
+  });
+  return seen;
+}
+
+const flush = () => new Promise((r) => setTimeout(r, 0));
+
 describe("preview before apply", () => {
   let content: PreviewContent;
+  let choices: PreviewChoices;
   beforeEach(() => {
     mock.resetMock();
     mock.documents.set(URI, { uri: mock.Uri.parse(URI), version: 3, getText: () => TEXT, languageId: "python" });
     content = new PreviewContent();
+    choices = new PreviewChoices();
   });
 
-  it("shows the diff and applies only when accepted", async () => {
-    let shown = "";
-    let rightUri: vscode.Uri | undefined;
-    mock.commands.executeCommand.mockImplementation(async (id: string, _l: unknown, right: unknown) => {
-      if (id === "vscode.diff") {
-        rightUri = right as vscode.Uri;
-        shown = content.provideTextDocumentContent(rightUri);
-      }
-    });
-    mock.window.showInformationMessage.mockResolvedValue(APPLY);
+  it("shows the diff; Apply in its title bar applies, closes the diff and the notification", async () => {
+    const seen = openDiffs(content);
     const next = vi.fn();
-    const res = await makeApplyEditHandler(content)(params(), next);
-    expect(shown).toBe("def f(x):\n    return x + x\n");
-    expect(res).toEqual({ applied: true });
+    const pending = makeApplyEditHandler(content, choices)(params(), next);
+    await flush();
+    await flush();
+    expect(seen.text).toBe("def f(x):\n    return x + x\n");
+    expect(seen.right!.scheme).toBe("geak-preview");
+    expect(mock.commands.executeCommand).toHaveBeenCalledWith("setContext", PREVIEW_OPEN, true);
+    // The notification that stays until the choice: a cancellable progress notification.
+    expect(mock.progressRuns).toHaveLength(1);
+    expect(mock.progressRuns[0].options).toMatchObject({ title: "GEAK: Apply GEAK result (1.80x faster)", cancellable: true });
+    expect(mock.progressRuns[0].reports).toEqual([{ message: ASK }]);
+    expect(choices.decide("apply", seen.right)).toBe(true); // the title bar passes the diff's URI
+    expect(await pending).toEqual({ applied: true });
     expect(next).not.toHaveBeenCalled();
-    expect(rightUri!.scheme).toBe("geak-preview");
-    expect(content.provideTextDocumentContent(rightUri!)).toBe(shown); // the open diff stays readable
+    expect(content.provideTextDocumentContent(seen.right!)).toBe(seen.text); // still readable
     const we = mock.workspace.applyEdit.mock.calls[0][0] as InstanceType<typeof mock.WorkspaceEdit>;
     expect(we.replaces).toHaveLength(1);
     expect(we.replaces[0].text).toBe("x + x");
     expect(we.replaces[0].range.start).toMatchObject({ line: 1, character: 11 });
+    expect(mock.tabGroupsState.tabs).toHaveLength(0);
+    expect(mock.commands.executeCommand).toHaveBeenLastCalledWith("setContext", PREVIEW_OPEN, false);
+    expect(choices.decide("apply")).toBe(false); // nothing waits any more
   });
 
-  it("applies nothing when declined or dismissed, and tells the server", async () => {
-    for (const answer of [DISCARD, undefined]) {
-      mock.workspace.applyEdit.mockClear();
-      mock.window.showInformationMessage.mockResolvedValue(answer);
-      const res = await makeApplyEditHandler(content)(params(), vi.fn());
-      expect(res.applied).toBe(false);
-      expect(res.failureReason).toContain("declined");
-      expect(mock.workspace.applyEdit).not.toHaveBeenCalled();
+  it("Cancel in the notification, Discard in the title bar, or closing the diff: nothing applied, the server told", async () => {
+    openDiffs(content);
+    for (const how of ["cancel", "discard", "close"] as const) {
+      mock.progressRuns.length = 0;
+      const pending = makeApplyEditHandler(content, choices)(params(), vi.fn());
+      await flush();
+      await flush();
+      if (how === "cancel") mock.progressRuns[0].cancel.fire();
+      else if (how === "discard") expect(choices.decide("discard")).toBe(true); // the palette: no URI
+      else mock.closeTab(mock.tabGroupsState.tabs[0]);
+      expect(await pending, how).toEqual({ applied: false, failureReason: "declined in the preview" });
+      expect(mock.tabGroupsState.tabs, how).toHaveLength(0);
     }
+    expect(mock.workspace.applyEdit).not.toHaveBeenCalled();
   });
 
   it("refuses an edit made for another version of the document", async () => {
-    const res = await makeApplyEditHandler(content)(params(true, 2), vi.fn());
+    const res = await makeApplyEditHandler(content, choices)(params(true, 2), vi.fn());
     expect(res.applied).toBe(false);
-    expect(mock.window.showInformationMessage).not.toHaveBeenCalled();
+    expect(mock.progressRuns).toHaveLength(0);
   });
 
   it("passes edits that need no confirmation to the client library", async () => {
     const next = vi.fn(async () => ({ applied: true }));
-    await makeApplyEditHandler(content)(params(false), next);
+    await makeApplyEditHandler(content, choices)(params(false), next);
     expect(next).toHaveBeenCalled();
-    expect(mock.window.showInformationMessage).not.toHaveBeenCalled();
+    expect(mock.progressRuns).toHaveLength(0);
   });
 });

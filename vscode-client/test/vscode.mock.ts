@@ -39,6 +39,19 @@ export class WorkspaceEdit {
 }
 
 export enum StatusBarAlignment { Left = 1, Right = 2 }
+export enum ViewColumn { Active = -1, Beside = -2, One = 1 }
+
+/** Tabs: tests add diff tabs and fire their closing. */
+export const tabGroupsState = { tabs: [] as Array<{ input: unknown; label: string }> };
+const tabsEmitter = new EventEmitter<{ opened: unknown[]; closed: unknown[]; changed: unknown[] }>();
+export function closeTab(tab: { input: unknown; label: string }) {
+  tabGroupsState.tabs = tabGroupsState.tabs.filter((t) => t !== tab);
+  tabsEmitter.fire({ opened: [], closed: [tab], changed: [] });
+}
+
+/** Webview panels the code created. */
+export const panels: Array<{ title: string; webview: { html: string; cspSource: string }; reveal: ReturnType<typeof vi.fn>;
+  dispose: () => void; onDidDispose: (l: () => void) => { dispose(): void }; viewType: string }> = [];
 export enum ProgressLocation { SourceControl = 1, Window = 10, Notification = 15 }
 
 /** Settings: section "geak", keys like "runner.url". Tests write `config` directly. */
@@ -91,6 +104,22 @@ export const window = {
   showQuickPick: vi.fn(async (..._a: unknown[]) => undefined as unknown),
   showInputBox: vi.fn(async (..._a: unknown[]) => undefined as string | undefined),
   setStatusBarMessage: vi.fn(),
+  showTextDocument: vi.fn(async (..._a: unknown[]) => undefined),
+  tabGroups: {
+    get all() { return [{ tabs: tabGroupsState.tabs }]; },
+    onDidChangeTabs: tabsEmitter.event,
+    close: vi.fn(async (tabs: Array<{ input: unknown; label: string }>) => { for (const t of tabs) closeTab(t); return true; }),
+  },
+  createWebviewPanel: vi.fn((viewType: string, title: string) => {
+    const disposed = new EventEmitter<void>();
+    const panel = {
+      viewType, title, webview: { html: "", cspSource: "vscode-webview:" }, reveal: vi.fn(),
+      onDidDispose: (l: () => void) => disposed.event(l),
+      dispose: () => { disposed.fire(); panels.splice(panels.indexOf(panel), 1); },
+    };
+    panels.push(panel);
+    return panel;
+  }),
   withProgress: vi.fn(async (_o: unknown, task: (p: unknown, t: unknown) => Promise<unknown>) => {
     const cancel = new EventEmitter<void>();
     progressRuns.push({ options: _o, reports: [], cancel });
@@ -149,6 +178,8 @@ export function resetMock() {
   outputLines.length = 0;
   progressRuns.length = 0;
   documents.clear();
+  tabGroupsState.tabs = [];
+  panels.length = 0;
   registeredCommands.clear();
   extensionsById.clear();
   window.activeTextEditor = undefined;

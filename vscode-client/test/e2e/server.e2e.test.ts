@@ -92,7 +92,8 @@ describe("the real GEAK server, driven over LSP", () => {
 
     const env = serverEnv({ ...process.env, OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: "" },
       { openai: SECRET });
-    server = spawn(PYTHON, ["-m", "geak_lsp"], { cwd: tmp, env, stdio: ["pipe", "pipe", "pipe"] });
+    // As the extension starts it: vscode-languageclient appends --stdio to the command.
+    server = spawn(PYTHON, ["-m", "geak_lsp", "--stdio"], { cwd: tmp, env, stdio: ["pipe", "pipe", "pipe"] });
     server.stderr!.on("data", (d) => { stderr += String(d); });
     conn = createProtocolConnection(new StreamMessageReader(server.stdout!), new StreamMessageWriter(server.stdin!));
     conn.onRequest(ConfigurationRequest.type, (params) =>
@@ -231,7 +232,9 @@ describe("the real GEAK server, driven over LSP", () => {
     const apply = again.find((a) => a.title.startsWith("Apply GEAK result"));
     expect(apply, JSON.stringify(again.map((a) => a.title))).toBeDefined();
     const edit = apply!.edit!;
-    expect(Object.values(edit.changeAnnotations ?? {}).every((a) => a.needsConfirmation)).toBe(true);
+    // Choosing the action is the confirmation: its edit does not ask again (VS Code would show
+    // its refactor preview with the edit unchecked).
+    expect(Object.values(edit.changeAnnotations ?? {}).some((a) => a.needsConfirmation)).toBe(false);
     const after = applyTextEdits(text, (edit.documentChanges![0] as TextDocumentEdit).edits as TextEdit[]);
     expect(after).toContain("BLOCK=1024");
   }, 300000);
