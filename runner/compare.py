@@ -238,20 +238,6 @@ def clone(obj: Any) -> Any:
     return obj
 
 
-def poison(obj: Any) -> None:
-    """Overwrite every byte of every tensor's storage with 0xFF (NaN for floats, -1 for ints).
-
-    Called on buffers the harness is done with, before they are freed, so that a candidate
-    whose ``torch.empty`` lands on one finds garbage rather than the right answer.
-    """
-    with torch.no_grad():
-        for t in tensors(obj):
-            try:
-                t.untyped_storage().fill_(0xFF)
-            except Exception:  # storage-less tensors (e.g. meta) have nothing to poison
-                pass
-
-
 def summarize(obj: Any, names: Optional[list[str]] = None) -> str:
     """'x: float32[4096, 4096], dim: 1'."""
 

@@ -93,6 +93,11 @@ def prepare(requested: str) -> bool:
     if not gpu:
         guards.patch_cuda_for_interpreter()
         guards.patch_autotune_for_interpreter()
+    from . import warmup
+    threads = len(os.listdir("/proc/self/task"))
+    warmup.warm(interpreter=not gpu)  # before the launch recorder: this launch is nobody's
+    if len(os.listdir("/proc/self/task")) != threads:
+        raise RuntimeError("warming up started a thread in the fork server; its workers would hang")
     launches = guards.LaunchRecorder()
     launches.install()
     if gpu:

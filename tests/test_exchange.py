@@ -1,0 +1,99 @@
+"""What crosses between the reference's and the candidate's processes (runner.exchange) and the
+shared compile layer (runner.tcache), as units."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import torch
+
+from runner.exchange import (CANARY, PATTERN_A, PATTERN_B, Allocations, clone_layout, guard_inputs,
+                             input_breaches, leave_out, load, save, to_plain, unwritten)
+
+
+def test_layout_and_sharing_survive_a_copy_and_a_file(tmp_path):
+    base = torch.randn(10, 8)
+    a, b = base[2:, ::2], base[2:, 1::2]
+    for x, y in (clone_layout((a, b)), tuple(torch.load(_saved(tmp_path, (a, b)), weights_only=True))):
+        assert x.stride() == a.stride() and y.storage_offset() - x.storage_offset() == 1
+        assert x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+        assert torch.equal(x, a) and torch.equal(y, b)
+
+
+def _saved(tmp_path, obj):
+    path = str(tmp_path / "x.pt")
+    save(path, obj)
+    return path
+
+
+def test_files_with_anything_but_tensors_and_plain_values_are_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("true",))
+    torch.save({"x": Evil()}, tmp_path / "evil.pt")
+    try:
+        load(str(tmp_path / "evil.pt"))
+        raise AssertionError("loaded")
+    except Exception as e:
+        assert "tensors and plain" in str(e)
+    # Objects in outputs are described, without their addresses, alike on both sides.
+    assert to_plain(object())["repr"] == to_plain(object())["repr"]
+
+
+def test_unwritten_elements_are_the_ones_holding_each_pattern():
+    def run(byte):
+        with Allocations(byte):
+            out = torch.empty(10)
+            out[:6] = torch.arange(6.0)
+        return to_plain(out)
+    a, b = run(PATTERN_A), run(PATTERN_B)
+    assert math.isnan(a[7]) and not math.isnan(b[7])
+    masks = unwritten(a, b)
+    (m,) = masks.values()
+    assert m.tolist() == [False] * 6 + [True] * 4
+    other = torch.zeros(10)
+    notes = leave_out(a, other, masks)
+    assert "4 of 10 element(s) left out" in notes[0] and torch.equal(a[6:], other[6:])
+
+
+def test_stores_past_the_end_of_an_allocation_or_an_input_land_in_guard_bands():
+    with Allocations(PATTERN_A) as alloc:
+        out = torch.empty(100)
+    assert alloc.breaches() == []
+    big = torch.empty(0).set_(out.untyped_storage(), out.storage_offset(), (101,), (1,))
+    big[100] = 1.0  # one element past the end
+    (b,) = alloc.breaches()
+    assert "past its end" in b and "float32[100]" in b
+    x, y = guard_inputs((torch.randn(50), torch.randn(50)))
+    assert input_breaches([x, y]) == [] and x.untyped_storage().nbytes() > 50 * 4
+    torch.empty(0).set_(x.untyped_storage(), x.storage_offset() - 1, (1,), (1,)).fill_(3.0)
+    assert "before its start" in input_breaches([x, y])[0]
+    assert int(torch.empty(0, dtype=torch.uint8).set_(y.untyped_storage())[0]) == CANARY
+
+
+def test_shared_compile_layer_entries_are_promoted_and_read(tmp_path, monkeypatch):
+    from runner.tcache import LayeredCacheManager, promote
+    private, shared, mine = tmp_path / "private", tmp_path / "shared", tmp_path / "mine"
+    key = private / "KEY"
+    key.mkdir(parents=True)
+    shared.mkdir()
+    (key / "k.cubin").write_bytes(b"bin")
+    (key / "k.json").write_text("{}")
+    (key / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.cubin": str(key / "k.cubin"),
+                                                                   "k.json": str(key / "k.json")}}))
+    (private / "LAUNCHER").mkdir()
+    (private / "LAUNCHER" / "launcher.so").write_bytes(b"so")
+    (private / "HALF").mkdir()
+    (private / "HALF" / "h.json").write_text("{}")  # a kernel whose group file is not written yet
+    assert promote(str(private), str(shared)) == 2
+    assert sorted(os.listdir(shared)) == ["KEY", "LAUNCHER"]
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(mine))
+    monkeypatch.setenv("GEAK_TRITON_SHARED_CACHE", str(shared))
+    m = LayeredCacheManager("KEY")
+    group = m.get_group("k.json")
+    assert group == {"k.cubin": str(shared / "KEY" / "k.cubin"), "k.json": str(shared / "KEY" / "k.json")}
+    assert m.get_file("k.cubin") == str(shared / "KEY" / "k.cubin")
+    m.put(b"new", "n.bin")  # writes go to the job's own directory
+    assert (mine / "KEY" / "n.bin").exists() and not (shared / "KEY" / "n.bin").exists()
