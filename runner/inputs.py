@@ -157,28 +157,40 @@ def _param_sets(fn: Callable) -> tuple[list[dict], list[str]]:
     return sets, notes
 
 
-def _from_tests(module: Any, symbol: str, tests: list[tuple[str, Callable]]) -> Discovery:
+def _runnable_sets(name: str, fn: Callable, notes: list[str]) -> Optional[tuple[list[dict], bool]]:
+    """The parameter sets a test can run with (pytest marks expanded; a test that needs a
+    fixture is left out, with a note), and whether it takes parameters; None if it cannot be
+    inspected."""
     import inspect
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    sets, n = _param_sets(fn)
+    notes += n
+    out = []
+    for ps in sets:
+        missing = [p for p, prm in params.items() if p not in ps and prm.default is prm.empty]
+        if missing:
+            notes.append(f"{name}: left out, it needs the pytest fixture(s) {', '.join(missing)}")
+            break
+        out.append(ps)
+    return out, bool(params)
 
+
+def _from_tests(module: Any, symbol: str, tests: list[tuple[str, Callable]]) -> Discovery:
     real = getattr(module, symbol)
     notes: list[str] = []
     plans: list[tuple[str, Callable, dict]] = []
     convention = "tritonbench"
     for name, fn in tests:
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
+        found = _runnable_sets(name, fn, notes)
+        if found is None:
             continue
-        sets, n = _param_sets(fn)
-        notes += n
-        if params:
+        sets, takes_params = found
+        if takes_params:
             convention = "pytest"
-        for ps in sets:
-            missing = [p for p, prm in params.items() if p not in ps and prm.default is prm.empty]
-            if missing:
-                notes.append(f"{name}: left out, it needs the pytest fixture(s) {', '.join(missing)}")
-                break
-            plans.append((name, fn, ps))
+        plans += [(name, fn, ps) for ps in sets]
 
     cache: dict[tuple[int, int], tuple[list[Call], Optional[str]]] = {}
 
@@ -237,8 +249,6 @@ class UnitTest:
 
 def unit_tests(module: Any, below_line: int) -> tuple[list["UnitTest"], list[str]]:
     """The test functions defined below the separator line, each parameter set a case."""
-    import inspect
-
     notes: list[str] = []
     out: list[UnitTest] = []
     for name, fn in vars(module).items():
@@ -246,16 +256,7 @@ def unit_tests(module: Any, below_line: int) -> tuple[list["UnitTest"], list[str
         if not name.startswith("test") or not callable(fn) or code is None or \
                 getattr(fn, "__module__", None) != module.__name__ or code.co_firstlineno <= below_line:
             continue
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            continue
-        sets, n = _param_sets(fn)
-        notes += n
-        for ps in sets:
-            missing = [p for p, prm in params.items() if p not in ps and prm.default is prm.empty]
-            if missing:
-                notes.append(f"{name}: left out, it needs the pytest fixture(s) {', '.join(missing)}")
-                break
+        found = _runnable_sets(name, fn, notes)
+        for ps in (found[0] if found else []):
             out.append(UnitTest(name + (f"[{_label(ps)}]" if ps else ""), fn, ps))
     return out, notes

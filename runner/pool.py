@@ -753,8 +753,12 @@ class WorkerPool:
     # ----------------------------------------------------------------- evaluation
 
     def evaluate(self, req: EvalRequest) -> EvalResult:
+        import dataclasses
         from .session import Session
         t0 = time.monotonic()
+        # The options are resolved for this evaluation (unit, limits): a copy, since callers
+        # share one options record between requests.
+        req = dataclasses.replace(req, options=dataclasses.replace(req.options))
         with self._slots:
             try:
                 ref = self._take_reference(reference_digest(req))

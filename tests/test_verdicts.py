@@ -271,3 +271,18 @@ def test_add_relu():
     r = p.evaluate(runner, "ref.py::add_relu", trials=3)
     assert r.status == "ok" and r.correct, r.message
     assert r.inputs_convention == "tritonbench"
+
+
+def test_requests_that_share_one_options_record_are_each_resolved_alone(tmp_path, runner):
+    # Bench tasks share one EvalOptions: resolving one request's unit must not change the next's.
+    from conftest import ADD_RELU
+    from runner.schema import EvalOptions
+    from runner.source import build_request
+    p = Project(tmp_path)
+    p.write("task.py", TWO_FUNCTIONS.format(grad="2.0 * x * g")).write("ref.py", ADD_RELU)
+    opts = EvalOptions(trials=1)
+    first, _, _ = build_request("task.py::square_forward", None, opts, root=tmp_path, cwd=tmp_path)
+    second, _, _ = build_request("ref.py::add_relu", None, opts, root=tmp_path, cwd=tmp_path)
+    a, b = runner.evaluate(first), runner.evaluate(second)
+    assert a.inputs_convention == "tests" and b.inputs_convention == "cases", (a.message, b.message)
+    assert a.correct and b.correct and opts.unit == "auto"
