@@ -510,7 +510,7 @@ class WorkerPool:
         self.extra_env = env or {}
         self.start_timeout = start_timeout
         self.isolate = isolate_network
-        self.target_spares = spares if spares is not None else self.size + 1
+        self.target_spares = spares if spares is not None else self.size
         self.max_limits = max_limits  # the runner's ceilings (a daemon's); None: the request's own
         sweep_stale_roots()
         self.root = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
