@@ -332,19 +332,8 @@ def check_cases(opts: EvalOptions, req, option: str = "--cases") -> None:
 
 
 def make_runner(spec: Optional[str], device: str, workers: int):
-    spec = spec or os.environ.get("GEAK_RUNNER_URL") or "local"
-    if spec == "local":
-        from runner.local import LocalRunner
-        return LocalRunner(workers=workers, device=device)
-    # A `geak-runner serve` daemon (http[s]://HOST:PORT, token from GEAK_RUNNER_TOKEN) or its
-    # spool directory (file:///DIR). The daemon's own --device/--workers apply there.
-    from runner.remote import connect
-    try:
-        return connect(spec, os.environ.get("GEAK_RUNNER_TOKEN") or None)
-    except ImportError as e:
-        raise ConfigError(f"runner '{spec}': the remote client needs httpx ({e}); pip install httpx") from None
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    from runner.runners import open_runner
+    return open_runner(spec, device, workers)
 
 
 def cmd_eval(args) -> int:

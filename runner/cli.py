@@ -3,19 +3,20 @@
   geak-runner info [--device auto|cuda|interpreter] [--runner URL] [--json]
                                                                what a worker sees (here or on a daemon)
   geak-runner serve [--host 127.0.0.1] [--port 8765] [--token-file F] [--state DIR] [--spool DIR] ...
-                                                               the runner daemon (see README)
+                                                               the runner daemon (docs/runner-daemon.md)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from typing import Optional, Sequence
 
-from .schema import to_json
+from .schema import LIMIT_UNITS, Limits, to_json
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="geak-runner", description="The GEAK evaluation runner.")
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("info", help="start a worker and report the device it finds")
@@ -26,6 +27,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s = sub.add_parser("serve", help="run the runner daemon: evaluations over HTTP (and a spool directory)",
                        description="Serve evaluations to editors and `geak --runner URL`. Whoever holds "
                                    "the token can run code on this host with this process's rights.")
+    add_serve_arguments(s)
+    return p
+
+
+def add_serve_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 picks a free one)")
     s.add_argument("--token-file", metavar="F", help="file holding the bearer token (default: "
@@ -49,9 +55,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="largest source file in a request, in KiB (default 512)")
     s.add_argument("--max-request-mb", type=int, default=8,
                    help="all source files of one request together, in MiB (default 8)")
-    from dataclasses import fields
-
-    from .schema import LIMIT_UNITS, Limits
     for f in fields(Limits):  # ceilings: a request may ask for less, never more; null = this value
         default = getattr(Limits(), f.name)
         unit = LIMIT_UNITS.get(f.name, "s")
@@ -66,43 +69,48 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
     s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     s.add_argument("-v", "--verbose", action="store_true", help="log each job")
-    args = p.parse_args(argv)
-    if args.command == "serve":
-        try:
-            from .daemon.main import serve
-        except ImportError as e:
-            print(f"geak-runner: serve needs aiohttp ({e}); pip install aiohttp", file=sys.stderr)
-            return 2
-        return serve(args)
-    if args.command == "info":
-        from .pool import PoolError, WorkerPool
-        if args.runner:  # a daemon elsewhere: is it reachable, does it take the token, what GPU
-            import os
-            from .remote import connect
-            try:
-                pool = connect(args.runner, os.environ.get("GEAK_RUNNER_TOKEN") or None)
-            except (ValueError, ImportError) as e:
-                print(f"geak-runner: {e}", file=sys.stderr)
-                return 2
-        else:
-            pool = WorkerPool(size=1, device=args.device)
-        try:
-            d = pool.device_info()
-        except PoolError as e:
-            print(f"geak-runner: {e}", file=sys.stderr)
-            if getattr(e, "hint", None):
-                print(f"  what to do: {e.hint}", file=sys.stderr)
-            return 2
-        finally:
-            pool.close()
-        if args.json:
-            print(to_json(d, indent=2))
-        else:
-            peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
-            print(f"{d.describe()}{peak}; torch {d.torch}, "
-                  f"triton {d.triton}")
-        return 0
-    return 2
+
+
+def cmd_serve(args) -> int:
+    try:
+        from .daemon.main import serve
+    except ImportError as e:
+        print(f"geak-runner: serve needs aiohttp ({e}); pip install aiohttp", file=sys.stderr)
+        return 2
+    return serve(args)
+
+
+def cmd_info(args) -> int:
+    """One worker here (or the daemon at ``--runner``): is it reachable, does it take the token,
+    which device does it evaluate on."""
+    from .config import ConfigError
+    from .pool import PoolError
+    from .runners import open_runner
+    try:
+        runner = open_runner(args.runner or "local", args.device, 1)
+    except ConfigError as e:
+        print(f"geak-runner: {e}", file=sys.stderr)
+        return 2
+    try:
+        d = runner.device_info()
+    except PoolError as e:
+        print(f"geak-runner: {e}", file=sys.stderr)
+        if getattr(e, "hint", None):
+            print(f"  what to do: {e.hint}", file=sys.stderr)
+        return 2
+    finally:
+        runner.close()
+    if args.json:
+        print(to_json(d, indent=2))
+    else:
+        peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
+        print(f"{d.describe()}{peak}; torch {d.torch}, triton {d.triton}")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return {"serve": cmd_serve, "info": cmd_info}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ run_s = 300
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -78,3 +80,15 @@ def options_from_settings(settings: dict[str, Any], where: str = "[tool.geak]",
         except SchemaError as e:
             raise ConfigError(str(e)) from None
     return opts
+
+
+def project_options(root: Path) -> EvalOptions:
+    """The options of the project at ``root``: its ``[tool.geak]`` over the defaults."""
+    return options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
+
+
+def phase_limits(limits: Limits, seconds: float, option: str = "--timeout") -> Limits:
+    """``limits`` with every phase (import, run, timing) limited to ``seconds``."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{option} must be a positive number of seconds")
+    return dataclasses.replace(limits, import_s=seconds, run_s=seconds, timing_s=seconds)

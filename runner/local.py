@@ -1,7 +1,7 @@
 """The local runner: static checks, then a worker pool on this machine.
 
-A remote runner (the daemon's client) offers the same methods: ``evaluate``,
-``evaluate_many``, ``device_info`` and ``close``.
+A remote runner (the daemon's client) offers the same methods (``runners.Runner``):
+``evaluate``, ``evaluate_many``, ``device_info`` and ``close``.
 """
 
 from __future__ import annotations
@@ -9,18 +9,11 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import uuid
-from typing import Optional, Protocol
+from typing import Optional
 
 from .pool import WorkerPool
 from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult
 from .source import SourceError, analyze_target, no_inputs_error
-
-
-class Runner(Protocol):
-    def evaluate(self, request: EvalRequest) -> EvalResult: ...
-    def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]: ...
-    def device_info(self) -> DeviceInfo: ...
-    def close(self) -> None: ...
 
 
 def check_request(req: EvalRequest) -> Optional[EvalResult]:

@@ -4,7 +4,8 @@
 * ``SpoolRunner(directory)`` drops request files into a spool directory that a daemon started
   with ``--spool`` watches (``file:///shared/geak-spool``), for GPU nodes that accept no
   inbound connections.
-* ``connect(spec)`` picks one from a URL.
+
+``runners.open_runner`` picks one from a URL.
 
 ``evaluate`` and ``evaluate_many`` never raise for runner trouble: a runner that cannot be
 reached, refuses the token, stays busy, or speaks another schema gives each request an
@@ -409,15 +410,3 @@ class SpoolRunner:
 
     def __exit__(self, *exc):
         self.close()
-
-
-# ============================================================================ choosing
-
-
-def connect(spec: str, token: Optional[str] = None, **kwargs):
-    """``http(s)://HOST:PORT`` -> RemoteRunner; ``file:///DIR`` -> SpoolRunner. ValueError otherwise."""
-    if spec.startswith(("http://", "https://")):
-        return RemoteRunner(spec, token, **kwargs)
-    if spec.startswith("file://"):
-        return SpoolRunner(urllib.parse.unquote(spec[len("file://"):]), **kwargs)
-    raise ValueError(f"runner '{spec}': use 'local', http://HOST:PORT, https://HOST:PORT or file:///SPOOL/DIR")

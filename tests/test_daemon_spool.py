@@ -7,7 +7,8 @@ import os
 import time
 
 from conftest import kernel_variant
-from runner.remote import SpoolRunner, connect
+from runner.remote import SpoolRunner
+from runner.runners import open_runner
 from runner.schema import to_json
 from test_daemon import Daemon, quick
 from test_remote import geak
@@ -27,7 +28,7 @@ def test_spool_end_to_end(tmp_path, project):
     try:
         project.write("cand.py", kernel_variant(block=64))
         project.write("segv.py", kernel_variant(pre="    import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)"))
-        r = connect(f"file://{spool}")
+        r = open_runner(f"file://{spool}")
         assert isinstance(r, SpoolRunner)
         res = r.evaluate_many([quick(project, candidate="cand.py::add_relu"),
                                quick(project, candidate="segv.py::add_relu")])

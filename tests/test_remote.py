@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import ROOT, kernel_variant
-from runner.remote import RemoteRunner, RunnerUnavailable, connect
+from runner.remote import RemoteRunner, RunnerUnavailable
+from runner.runners import open_runner
 from test_daemon import TOKEN, Daemon, free_port, quick
 
 
@@ -40,7 +41,7 @@ def test_client_against_a_stopped_daemon(project):
 
 def test_bad_runner_specs_are_usage_errors(project):
     with pytest.raises(ValueError, match="http://HOST:PORT"):
-        connect("gpu-box:8765")
+        open_runner("gpu-box:8765")
     p = geak("eval", "ref.py::add_relu", "--runner", "ftp://x", cwd=project.root)
     assert p.returncode == 2 and "use 'local', http://HOST:PORT" in p.stderr and "Traceback" not in p.stderr
 

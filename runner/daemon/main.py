@@ -187,128 +187,166 @@ def _lock_state(state: Path):
     return f
 
 
+class _Daemon:
+    """What one ``serve`` holds: the state directory and its lock, the store, the scheduler, the
+    HTTP site and the spool, from start to stop."""
+
+    def __init__(self, args, token: Optional[str], ctx: Optional[ssl.SSLContext]):
+        self.args, self.token, self.ctx = args, token, ctx
+        self.spool = None
+        self.purger: Optional[asyncio.Future] = None
+
+    def open_state(self) -> None:
+        """The private state directory, held by this daemon alone: the store, the token, an
+        empty scratch directory for the workers."""
+        import tempfile
+
+        from .store import StateError, Store
+        args = self.args
+        state = self.state = (Path(args.state) if args.state else default_state_dir()).absolute()
+        prepare_state_dir(state)
+        self.lock = _lock_state(state)  # held open for the daemon's lifetime
+        try:
+            self.store = Store(state)
+        except StateError as e:
+            raise UsageError(f"refusing to start: {e}") from None
+        except Exception as e:
+            raise UsageError(f"cannot open the state directory {state}: {e}") from None
+        if self.token is None:
+            self.token, created = load_or_create_token(state)
+            self.token_note = f"token {'made' if created else 'read'} in {state / TOKEN_NAME}"
+        else:
+            self.token_note = "token from " + (f"{args.token_file}" if args.token_file else "GEAK_RUNNER_TOKEN")
+        scratch, self.swept = sweep_scratch(state)
+        # The workers' scratch directories (made by this process, with each job's sources) go here.
+        tempfile.tempdir = str(scratch)
+
+    def build(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The lanes (one worker pool per GPU), the HTTP application and the spool."""
+        from .scheduler import Scheduler, detect_gpus
+        from .server import LOOPBACK_NAMES, host_name, make_app
+        from .validate import Policy
+        args = self.args
+        try:
+            self.gpus = detect_gpus(args.device, args.gpus)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        self.ceilings = limit_ceilings(args)
+        policy = Policy(ceilings=self.ceilings, max_file_bytes=args.max_file_kb << 10,
+                        max_request_bytes=args.max_request_mb << 20)
+        self.scheduler = Scheduler(self.store, self.gpus, args.workers, args.device, max_queue=args.max_queue,
+                                   ceilings=self.ceilings)
+        max_body = args.max_body_mb << 20
+        allowed = frozenset(host_name(h) for h in (args.allow_host or []))
+        hosts = (LOOPBACK_NAMES | {host_name(args.host)} | allowed) if is_loopback(args.host) else \
+            ((allowed | {host_name(args.host)} | LOOPBACK_NAMES) if allowed else None)
+        self.app = make_app(self.store, self.scheduler, self.token, max_body, loop, policy, hosts)
+        if args.spool:
+            try:
+                import watchdog  # noqa: F401
+            except ImportError:
+                raise UsageError("--spool needs the watchdog package (pip install watchdog)") from None
+            from .spool import Spool
+            self.spool = Spool(Path(args.spool), self.store, self.scheduler, max_body, poll_s=args.spool_poll,
+                               policy=policy)
+
+    async def listen(self) -> None:
+        from aiohttp import web
+        args = self.args
+        try:
+            self.site_runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        except TypeError:  # aiohttp before 3.9 takes the shutdown timeout elsewhere
+            self.site_runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self.site_runner.setup()
+        site = web.TCPSite(self.site_runner, args.host, args.port, ssl_context=self.ctx)
+        try:
+            await site.start()
+        except OSError as e:
+            await self.site_runner.cleanup()
+            raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+
+    def start(self) -> None:
+        """Jobs a stop interrupted go back in the queue; the lanes, the purge and the spool start."""
+        keep_s = self.args.keep_hours * 3600
+
+        async def purge_forever():
+            while True:
+                n = await asyncio.to_thread(self.store.purge, keep_s)
+                if n:
+                    log.info("forgot %d finished job(s) older than %g hours", n, self.args.keep_hours)
+                await asyncio.sleep(min(3600.0, max(60.0, keep_s / 10)))
+
+        self.interrupted = self.scheduler.recover()
+        self.purger = asyncio.ensure_future(purge_forever())
+        self.counts = self.store.counts()
+        self.scheduler.start()
+        if self.spool is not None:
+            self.spool.start()
+
+    def announce(self) -> None:
+        from ..schema import LIMIT_UNITS
+        args = self.args
+        scheme = "https" if self.ctx else "http"
+        addrs = ", ".join(f"{scheme}://{a[0] if ':' not in a[0] else '[' + a[0] + ']'}:{a[1]}"
+                          for a in self.site_runner.addresses)
+        lanes = ", ".join(f"GPU {g}" if g is not None else "default device" for g in self.gpus)
+        limits = ", ".join(f"{name} {value:g} {LIMIT_UNITS.get(name, 's')}"
+                           for name, value in vars(self.ceilings).items())
+        print(f"geak-runner: listening on {addrs}; {len(self.gpus)} lane(s) ({lanes}) x {args.workers} workers; "
+              f"state {self.state}; {self.counts['queued']} queued"
+              + (f" ({self.interrupted} interrupted by a stop, run again)" if self.interrupted else "")
+              + f", {self.counts['done']} results stored"
+              + (f"; spool {args.spool}" if self.spool else "") + f"; {self.token_note}"
+              + (f"; removed {self.swept} scratch dir(s) left by an earlier run" if self.swept else "")
+              + f"; limits at most: {limits}",
+              file=sys.stderr, flush=True)
+
+    async def drain(self, loop: asyncio.AbstractEventLoop) -> int:
+        """After the first signal: no new jobs, the running ones finish (a second signal stops
+        at once; they run again at the next start). Then everything closes."""
+        args, scheduler, store = self.args, self.scheduler, self.store
+        print(f"geak-runner: stopping; draining {scheduler.running} running job(s) (queued jobs stay queued "
+              "for the next start; signal again to stop now)", file=sys.stderr, flush=True)
+        force = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, force.set)
+        drain = asyncio.ensure_future(asyncio.to_thread(scheduler.drain, args.drain_timeout))
+        forced = asyncio.ensure_future(force.wait())
+        await asyncio.wait([drain, forced], return_when=asyncio.FIRST_COMPLETED)
+        if not drain.done():
+            # Running jobs stay "running" in the store and run again at the next start; the workers
+            # die with this process.
+            print(f"geak-runner: stopped without waiting for {scheduler.running} running job(s); they run "
+                  "again at the next start", file=sys.stderr, flush=True)
+            store.close()
+            os._exit(1)
+        forced.cancel()
+        if not drain.result():
+            print(f"geak-runner: jobs still running after {args.drain_timeout:g} s; they will run again at the "
+                  "next start", file=sys.stderr, flush=True)
+        self.purger.cancel()
+        if self.spool is not None:
+            self.spool.stop()
+        await self.site_runner.cleanup()
+        scheduler.close()
+        store.close()
+        print("geak-runner: stopped", file=sys.stderr, flush=True)
+        return 0
+
+
 async def _serve(args, token: Optional[str], ctx: Optional[ssl.SSLContext]) -> int:
-    from aiohttp import web
-
-    import tempfile
-
-    from .scheduler import Scheduler, detect_gpus
-    from .server import LOOPBACK_NAMES, host_name, make_app
-    from .store import StateError, Store
-    from .validate import Policy
-
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before anything starts: a stop is never lost
         loop.add_signal_handler(sig, stop.set)
-    state = (Path(args.state) if args.state else default_state_dir()).absolute()
-    prepare_state_dir(state)
-    lock = _lock_state(state)  # noqa: F841 (held open for the daemon's lifetime)
-    try:
-        store = Store(state)
-    except StateError as e:
-        raise UsageError(f"refusing to start: {e}") from None
-    except Exception as e:
-        raise UsageError(f"cannot open the state directory {state}: {e}") from None
-    if token is None:
-        token, created = load_or_create_token(state)
-        token_note = f"token {'made' if created else 'read'} in {state / TOKEN_NAME}"
-    else:
-        token_note = "token from " + (f"{args.token_file}" if args.token_file else "GEAK_RUNNER_TOKEN")
-    scratch, swept = sweep_scratch(state)
-    # The workers' scratch directories (made by this process, with each job's sources) go here.
-    tempfile.tempdir = str(scratch)
-    try:
-        gpus = detect_gpus(args.device, args.gpus)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    ceilings = limit_ceilings(args)
-    policy = Policy(ceilings=ceilings, max_file_bytes=args.max_file_kb << 10,
-                    max_request_bytes=args.max_request_mb << 20)
-    scheduler = Scheduler(store, gpus, args.workers, args.device, max_queue=args.max_queue, ceilings=ceilings)
-    max_body = args.max_body_mb << 20
-    allowed = frozenset(host_name(h) for h in (args.allow_host or []))
-    hosts = (LOOPBACK_NAMES | {host_name(args.host)} | allowed) if is_loopback(args.host) else \
-        ((allowed | {host_name(args.host)} | LOOPBACK_NAMES) if allowed else None)
-    app = make_app(store, scheduler, token, max_body, loop, policy, hosts)
-    spool = None
-    if args.spool:
-        try:
-            import watchdog  # noqa: F401
-        except ImportError:
-            raise UsageError("--spool needs the watchdog package (pip install watchdog)") from None
-        from .spool import Spool
-        spool = Spool(Path(args.spool), store, scheduler, max_body, poll_s=args.spool_poll, policy=policy)
-    try:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
-    except TypeError:  # aiohttp before 3.9 takes the shutdown timeout elsewhere
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, args.host, args.port, ssl_context=ctx)
-    try:
-        await site.start()
-    except OSError as e:
-        await runner.cleanup()
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-    keep_s = args.keep_hours * 3600
-
-    async def purge_forever():
-        while True:
-            n = await asyncio.to_thread(store.purge, keep_s)
-            if n:
-                log.info("forgot %d finished job(s) older than %g hours", n, args.keep_hours)
-            await asyncio.sleep(min(3600.0, max(60.0, keep_s / 10)))
-
-    interrupted = scheduler.recover()
-    purger = asyncio.ensure_future(purge_forever())
-    counts = store.counts()
-    scheduler.start()
-    if spool is not None:
-        spool.start()
-    scheme = "https" if ctx else "http"
-    addrs = ", ".join(f"{scheme}://{a[0] if ':' not in a[0] else '[' + a[0] + ']'}:{a[1]}"
-                      for a in runner.addresses)
-    lanes = ", ".join(f"GPU {g}" if g is not None else "default device" for g in gpus)
-    from ..schema import LIMIT_UNITS
-    limits = ", ".join(f"{name} {value:g} {LIMIT_UNITS.get(name, 's')}" for name, value in vars(ceilings).items())
-    print(f"geak-runner: listening on {addrs}; {len(gpus)} lane(s) ({lanes}) x {args.workers} workers; "
-          f"state {state}; {counts['queued']} queued"
-          + (f" ({interrupted} interrupted by a stop, run again)" if interrupted else "")
-          + f", {counts['done']} results stored"
-          + (f"; spool {args.spool}" if spool else "") + f"; {token_note}"
-          + (f"; removed {swept} scratch dir(s) left by an earlier run" if swept else "")
-          + f"; limits at most: {limits}",
-          file=sys.stderr, flush=True)
-
+    daemon = _Daemon(args, token, ctx)
+    daemon.open_state()
+    daemon.build(loop)
+    await daemon.listen()
+    daemon.start()
+    daemon.announce()
     await stop.wait()
-    print(f"geak-runner: stopping; draining {scheduler.running} running job(s) (queued jobs stay queued "
-          "for the next start; signal again to stop now)", file=sys.stderr, flush=True)
-    force = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, force.set)
-    drain = asyncio.ensure_future(asyncio.to_thread(scheduler.drain, args.drain_timeout))
-    forced = asyncio.ensure_future(force.wait())
-    await asyncio.wait([drain, forced], return_when=asyncio.FIRST_COMPLETED)
-    if not drain.done():
-        # Running jobs stay "running" in the store and run again at the next start; the workers
-        # die with this process.
-        print(f"geak-runner: stopped without waiting for {scheduler.running} running job(s); they run "
-              "again at the next start", file=sys.stderr, flush=True)
-        store.close()
-        os._exit(1)
-    forced.cancel()
-    drained = drain.result()
-    if not drained:
-        print(f"geak-runner: jobs still running after {args.drain_timeout:g} s; they will run again at the "
-              "next start", file=sys.stderr, flush=True)
-    purger.cancel()
-    if spool is not None:
-        spool.stop()
-    await runner.cleanup()
-    scheduler.close()
-    store.close()
-    print("geak-runner: stopped", file=sys.stderr, flush=True)
-    return 0
+    return await daemon.drain(loop)
 
 
 def serve(args) -> int:
