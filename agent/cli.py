@@ -134,7 +134,7 @@ def render(result: EvalResult, target: str, candidate: Optional[str]) -> str:
     lines.append(head)
     d = result.device
     if d:
-        lines.append(f"device     {d.describe()}"
+        lines.append(f"device     {d}"
                      + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
     if result.cases:
         rows = [("case", "shapes", "result", "max abs", "max rel", "ref ms", "cand ms", "speedup", "% of peak")]

@@ -30,7 +30,7 @@ from .schema import KernelResources
 
 @dataclass(frozen=True)
 class ArchLimits:
-    backend: str  # cuda | hip
+    backend: str  # cuda | rocm (DeviceInfo's words; Triton calls ROCm "hip")
     target: Any  # what GPUTarget takes as arch: 90, "gfx942"
     warp: int
     max_warps: int  # resident warps (waves) per SM (CU)
@@ -41,12 +41,21 @@ class ArchLimits:
     vgprs_per_lane: int = 512  # AMD: unified VGPR+AGPR budget per SIMD lane
     simds: int = 4
 
+    @property
+    def default_stages(self) -> int:
+        """Triton's ``num_stages`` when a launch does not say (2 with AMD's stream pipeliner)."""
+        return 3 if self.backend == "cuda" else 2
+
+    def gpu_target(self):
+        from triton.backends.compiler import GPUTarget
+        return GPUTarget("cuda" if self.backend == "cuda" else "hip", self.target, self.warp)
+
 
 ARCHS: dict[str, ArchLimits] = {
     "sm_80": ArchLimits("cuda", 80, 32, 64, 32, 167936, 166912),
     "sm_90": ArchLimits("cuda", 90, 32, 64, 32, 233472, 232448),
-    "gfx90a": ArchLimits("hip", "gfx90a", 64, 32, 32, 65536, 65536),
-    "gfx942": ArchLimits("hip", "gfx942", 64, 32, 32, 65536, 65536),
+    "gfx90a": ArchLimits("rocm", "gfx90a", 64, 32, 32, 65536, 65536),
+    "gfx942": ArchLimits("rocm", "gfx942", 64, 32, 32, 65536, 65536),
 }
 DEFAULT_ARCH = "sm_90"
 """Used when no arch is named and the runner has no GPU (the CPU interpreter)."""
@@ -216,7 +225,6 @@ def occupancy(limits: ArchLimits, registers: Optional[int], shared: int, num_war
 def source_for(raw_fn, launch: LaunchSignature, arch: str):
     """What ``triton.compile`` gets for one launch on ``arch``: ``(source, target, options)``,
     built as the JIT builds them, so that on that GPU the JIT finds this compile in its cache."""
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
@@ -227,9 +235,9 @@ def source_for(raw_fn, launch: LaunchSignature, arch: str):
              if launch.specialized else {(i,): [["tt.divisibility", 16]] for i in launch.divisible})
     src = ASTSource(fn, signature=dict(launch.signature), constexprs=dict(launch.constexprs), attrs=attrs)
     options = {"num_warps": int(opts.get("num_warps", 4)),
-               "num_stages": int(opts.get("num_stages", 3 if limits.backend == "cuda" else 2)),
+               "num_stages": int(opts.get("num_stages", limits.default_stages)),
                **{k: v for k, v in opts.items() if k in ("num_ctas", "maxnreg")}}
-    return src, GPUTarget(limits.backend, limits.target, limits.warp), options
+    return src, limits.gpu_target(), options
 
 
 def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> KernelResources:
@@ -239,7 +247,7 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> Kernel
     limits = ARCHS[arch]
     opts = dict(launch.options)
     num_warps = int(opts.get("num_warps", 4))
-    num_stages = int(opts.get("num_stages", 3 if limits.backend == "cuda" else 2))
+    num_stages = int(opts.get("num_stages", limits.default_stages))
     res = KernelResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
                           constexprs={k: repr(v) for k, v in launch.constexprs},
                           arg_types=", ".join(t for _, t in launch.signature if t != "constexpr"),

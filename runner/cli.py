@@ -104,7 +104,7 @@ def cmd_info(args) -> int:
         print(to_json(d, indent=2))
     else:
         peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
-        print(f"{d.describe()}{peak}; torch {d.torch}, triton {d.triton}")
+        print(f"{d}{peak}; torch {d.torch}, triton {d.triton}")
     return 0
 
 

@@ -9,6 +9,7 @@ Standard library only: this module is imported by the worker, the CLI and the la
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -23,6 +24,22 @@ SCHEMA = "geak.eval/1"
 """Schema id. The part after the slash is the major version: a runner refuses other majors."""
 
 STATUSES = ("ok", "compile_error", "runtime_error", "mismatch", "timeout", "crashed", "rejected")
+"""``EvalResult.status``: what happened, one word. Read by ``from_dict``: no other word is accepted."""
+DID_NOT_RUN = ("compile_error", "runtime_error", "timeout", "crashed")
+"""The statuses in which the code did not run to the end (a wrong answer or a rejection ran)."""
+BACKENDS = ("cuda", "rocm", "interpreter")
+"""``DeviceInfo.backend``: CUDA, ROCm (HIP, told by ``torch.version.hip``), or Triton's CPU interpreter."""
+MIN_GAIN = 0.01
+"""The least gain that counts as faster, whatever the spread: 1%."""
+
+
+def beats(speedup: Optional[float], spread_pct: Optional[float], baseline: float = 1.0,
+          min_gain: float = MIN_GAIN) -> bool:
+    """The one rule for "faster": ``speedup`` beats ``baseline`` by more than max(``min_gain``,
+    the timing spread). A missing or unmeasured (NaN) speedup beats nothing."""
+    if speedup is None or speedup != speedup:
+        return False
+    return speedup > baseline * (1.0 + max(min_gain, (spread_pct or 0.0) / 100.0))
 
 
 class SchemaError(ValueError):
@@ -158,6 +175,17 @@ class EvalRequest:
     id: str = ""
     schema: str = SCHEMA
 
+    def with_candidate(self, source: Optional[str] = None, *, id: str = "", **options: Any) -> "EvalRequest":
+        """A new request for the same target, files and inputs, with its own copy of the options
+        (``options`` changed, e.g. ``trials=1``). With ``source``, the candidate is the target
+        file rewritten to ``source`` (same path, same symbol); without, the target against itself."""
+        opts = dataclasses.replace(copy.deepcopy(self.options), **options)
+        target = Target(self.target.path, self.target.symbol)
+        if source is None:
+            return EvalRequest(target=target, files=dict(self.files), options=opts, id=id)
+        return EvalRequest(target=target, files=dict(self.files), candidate=Target(target.path, target.symbol),
+                           candidate_files={target.path: source}, options=opts, id=id)
+
 
 # --------------------------------------------------------------------------- result
 
@@ -262,23 +290,27 @@ class KernelResources:
 @dataclass
 class DeviceInfo:
     name: str
-    backend: str  # cuda | rocm | interpreter
+    backend: str = field(metadata={"choices": BACKENDS})
     arch: Optional[str] = None  # sm_90, gfx942, ...
     peak_bandwidth_gbs: Optional[float] = None
     peak_tflops: dict[str, float] = field(default_factory=dict)
     torch: Optional[str] = None
     triton: Optional[str] = None
 
-    def describe(self) -> str:
+    def __str__(self) -> str:
         """``NVIDIA H200 (cuda, sm_90)``; a name that already says its backend does not repeat
         it: ``CPU (Triton interpreter)``."""
         extra = [x for x in (None if self.backend.lower() in self.name.lower() else self.backend, self.arch) if x]
         return self.name + (f" ({', '.join(extra)})" if extra else "")
 
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend != "interpreter"
+
 
 @dataclass
 class EvalResult:
-    status: str
+    status: str = field(metadata={"choices": STATUSES})
     correct: bool
     message: str
     """One line a person can read."""
@@ -308,6 +340,31 @@ class EvalResult:
     @property
     def rejected(self) -> bool:
         return self.status == "rejected"
+
+    @property
+    def verified(self) -> bool:
+        """Correct on every case and trial, every anti-cheat rule passed."""
+        return self.status == "ok" and self.correct
+
+    @property
+    def ran(self) -> bool:
+        """The code ran to the end (a wrong answer or a rejection ran; a crash did not)."""
+        return self.status not in DID_NOT_RUN
+
+    @property
+    def speedup(self) -> Optional[float]:
+        """Σ ref ms / Σ cand ms, when it was measured (None: not timed)."""
+        s = self.timing.speedup if self.timing is not None else None
+        return s if s is not None and s == s else None
+
+    def verified_speedup(self, min_gain: float = MIN_GAIN) -> Optional[float]:
+        """The speedup of a verified candidate that is faster than the original by more than
+        max(``min_gain``, the timing spread); None for anything else (wrong, untimed, not
+        clearly faster). Nothing else is ever offered as faster."""
+        if not self.verified or not beats(self.speedup, self.timing.spread_pct if self.timing else None,
+                                           min_gain=min_gain):
+            return None
+        return self.speedup
 
 
 # --------------------------------------------------------------------------- (de)serialisation
@@ -390,6 +447,9 @@ def from_dict(cls: type, data: Any, where: str = "") -> Any:
     for f in dataclasses.fields(cls):
         if f.name in data:
             kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
+            choices = f.metadata.get("choices")
+            if choices is not None and kwargs[f.name] not in choices:
+                raise SchemaError(f"{where}.{f.name}: expected one of {', '.join(choices)}, got {data[f.name]!r}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise SchemaError(f"{where}: missing required field '{f.name}'")
     return cls(**kwargs)

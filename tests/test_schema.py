@@ -108,5 +108,49 @@ def test_project_limits_must_be_positive(tmp_path):
 
 
 def test_device_description_does_not_repeat_the_backend():
-    assert DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter").describe() == "CPU (Triton interpreter)"
-    assert DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90").describe() == "NVIDIA H200 (cuda, sm_90)"
+    assert DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter").__str__() == "CPU (Triton interpreter)"
+    assert DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90").__str__() == "NVIDIA H200 (cuda, sm_90)"
+
+
+def test_statuses_and_backends_outside_the_vocabulary_are_refused_when_read():
+    data = json.loads(to_json(full_result()))
+    with pytest.raises(SchemaError, match=r"EvalResult.status: expected one of ok, compile_error, .*got 'passed'"):
+        result_from_json(json.dumps({**data, "status": "passed"}))
+    with pytest.raises(SchemaError, match=r"EvalResult.device.backend: expected one of cuda, rocm, interpreter, got 'hip'"):
+        result_from_json(json.dumps({**data, "device": {**data["device"], "backend": "hip"}}))
+
+
+def test_with_candidate_is_a_copy_that_rewrites_the_target_file():
+    req = EvalRequest(target=Target("a.py", "f"), files={"a.py": "def f(): pass\n"},
+                      options=EvalOptions(trials=5, tolerance={"float16": Tolerance(1e-2, 1e-2)}, allow_torch_ops=["aten.mm"]))
+    cand = req.with_candidate("def f(): return 1\n", id="c1", trials=1)
+    assert (cand.candidate, cand.candidate_files, cand.id) == (Target("a.py", "f"), {"a.py": "def f(): return 1\n"}, "c1")
+    assert cand.options.trials == 1 and req.options.trials == 5
+    cand.options.tolerance["float16"].atol = 1.0
+    cand.options.allow_torch_ops.append("aten.bmm")
+    cand.options.limits.run_s = 1.0
+    cand.files["b.py"] = ""
+    cand.target.symbol = "g"
+    assert req.options.tolerance["float16"].atol == 1e-2 and req.options.allow_torch_ops == ["aten.mm"]
+    assert req.options.limits.run_s == 300.0 and set(req.files) == {"a.py"} and req.target.symbol == "f"
+    itself = req.with_candidate(None, timing=False)
+    assert itself.candidate is None and itself.candidate_files == {} and itself.options.timing is False
+    with pytest.raises(TypeError):
+        req.with_candidate(None, no_such_option=1)
+
+
+def test_verified_speedup_is_the_one_rule_for_faster():
+    def result(speedup, spread=1.0, status="ok", correct=True):
+        return EvalResult(status=status, correct=correct, message="", timing=Timing(
+            ref_ms=1.0, cand_ms=1.0 / speedup, speedup=speedup, speedup_geomean=speedup, spread_pct=spread,
+            method="events", cases_timed=1))
+    assert result(1.3).verified_speedup() == 1.3
+    assert result(1.005, spread=0.1).verified_speedup() is None  # inside 1%
+    assert result(1.04, spread=6.0).verified_speedup() is None  # inside its own spread
+    assert result(1.04, spread=6.0).verified_speedup(min_gain=0.001) is None  # the spread still counts
+    assert result(1.3, status="mismatch", correct=False).verified_speedup() is None
+    assert result(1.3, status="rejected", correct=False).verified_speedup() is None
+    assert result(float("nan")).verified_speedup() is None and result(float("nan")).speedup is None
+    assert EvalResult(status="ok", correct=True, message="").verified_speedup() is None  # not timed
+    assert EvalResult(status="crashed", correct=False, message="").ran is False
+    assert EvalResult(status="mismatch", correct=False, message="").ran is True
