@@ -425,46 +425,8 @@ def render_tune(report) -> str:
 
 
 def untimed_edit(runner, req, report, key: Optional[list[str]] = None) -> tuple[Optional[str], str]:
-    """Where nothing could be timed: an ``@triton.autotune`` over the original config and up to
-    three verified-correct ones (the most occupancy on the arch, then the fewest registers), for
-    a GPU to choose from at run time; checked once more as written. ``(source or None, what it
-    is, or why there is none)``."""
-    from agent.tune.knobs import find_autotune, find_launch_sites, render_autotune, render_autotune_launch
-    from agent.tune.tuner import DEFAULT_LAUNCH, _request, shape_key
-
-    verified = [t for t in report.trials if t.correct and t.status == "ok" and not t.pruned]
-    if not verified:
-        return None, "no config was verified correct"
-    path = req.target.path
-    text = req.files[path]
-    site = find_launch_sites(text, req.target.symbol)[0]
-
-    def rank(t):
-        occ = min((k.occupancy_pct or 0.0 for k in t.resources), default=0.0)
-        regs = max((k.registers or 0 for k in t.resources), default=0)
-        return (-occ, regs)
-    chosen = [dict(t.config) for t in sorted(verified, key=rank)[:3]]
-    at, _ = find_autotune(text, site.kernel)
-    try:
-        if at is not None:
-            configs = list(at.configs) + [c for c in chosen if c not in at.configs]
-            source = render_autotune(text, at, configs)
-            label = f"the kernel's {len(at.configs)} autotune config(s) and {len(configs) - len(at.configs)} more"
-        else:
-            defaults = DEFAULT_LAUNCH["hip" if report.arch.startswith("gfx") else "cuda"]
-            names = sorted({n for c in chosen for n in c})
-            original = {n: report.original.get(n, defaults.get(n)) for n in names
-                        if n in report.original or n in defaults}
-            configs = [original] + [{**original, **c} for c in chosen if {**original, **c} != original]
-            source = render_autotune_launch(text, site, configs, key or shape_key(text, site, report.trials))
-            label = f"the original config and {len(configs) - 1} verified one(s)"
-    except ValueError as e:
-        return None, f"cannot write it as an @triton.autotune: {e}"
-    check = runner.evaluate(_request(req, source, timing=False))
-    if not check.correct:
-        return None, f"the @triton.autotune edit failed its check: {check.status}: {check.message}"
-    return source, (f"an @triton.autotune over {label}, verified correct on {report.device or 'the runner'} "
-                    "but not timed: on a GPU, Triton times them at the first call and keeps the fastest")
+    from agent.tune.untimed import untimed_edit as edit
+    return edit(runner, req, report, key)
 
 
 def diff_text(old: str, new: str, path: str) -> str:

@@ -81,7 +81,7 @@ def test_search_space_respects_the_hardware():
     assert all("num_stages" not in c for c in space)  # no loop in the kernel: stages do nothing
     src = (ROOT / "examples" / "matmul.py").read_text()
     (mm,) = find_launch_sites(src, "matmul")
-    assert {c["num_stages"] for c in search_space(mm, "hip", uses_dot=True)} == {1, 2}
+    assert {c["num_stages"] for c in search_space(mm, "rocm", uses_dot=True)} == {1, 2}
     assert max(c["BLOCK_M"] for c in search_space(mm, "cuda", uses_dot=True)) == 256
 
 
@@ -512,7 +512,7 @@ def test_dot_seeds_are_known_tiles_inside_the_space():
     (mm,) = find_launch_sites(src, "matmul")
     blocks = dot_blocks(k.name for k in mm.knobs)
     start = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
-    for backend in ("cuda", "hip"):
+    for backend in ("cuda", "rocm"):
         axes = search_axes(mm, backend, uses_dot=True)
         seeds = dot_seeds(axes, blocks, start, backend)
         assert seeds and all(set(c) == set(start) and all(c[k] in axes[k] for k in c) for c in seeds)

@@ -27,15 +27,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from runner.schema import EvalOptions, EvalRequest, EvalResult, KernelResources, Target
+from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
 from .knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
                     render_autotune_launch, render_config)
 
 NUM_WARPS = (1, 2, 4, 8, 16)
-NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "hip": (1, 2)}
-DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3}, "hip": {"num_warps": 4, "num_stages": 2}}
-"""What Triton uses when a launch does not say (``num_stages`` default differs on AMD)."""
+NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "rocm": (1, 2)}
+DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3}, "rocm": {"num_warps": 4, "num_stages": 2}}
+"""What Triton uses when a launch does not say (``num_stages`` default differs on AMD). Keyed by
+backend, in ``DeviceInfo``'s words: ``cuda`` or ``rocm``."""
 MAX_AUTOTUNE_CONFIGS = 4
 EMITS = ("constants", "autotune")
 SEARCH_TIMING = {"warmup_ms": 10.0, "rep_ms": 25.0, "min_reps": 5}
@@ -59,6 +60,11 @@ class Trial:
     """Per input case (its label): reference time / this config's time, measured interleaved."""
     phases: dict[str, float] = field(default_factory=dict)
     """Where the evaluation's time went (``EvalResult.phases``)."""
+
+    @property
+    def timed_ok(self) -> bool:
+        """Verified correct, run (not pruned) and timed: its speedup can be compared."""
+        return self.correct and self.status == "ok" and not self.pruned and self.speedup is not None
 
 
 @dataclass
@@ -166,11 +172,10 @@ def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
             for t in evaluate(batch):
                 done[key(t.config)] = t
             row = [done[key({**current, name: v})] for v in axes[name] if key({**current, name: v}) in done]
-            good = [t for t in row if t.correct and t.status == "ok" and not t.pruned and t.speedup is not None]
+            good = [t for t in row if t.timed_ok]
             if good:
                 pick = max(good, key=lambda t: t.speedup)
-                margin = max(0.01, (pick.spread_pct or 0.0) / 100.0)
-                if pick.speedup > best_speed * (1.0 + margin):
+                if beats(pick.speedup, pick.spread_pct, baseline=best_speed):
                     current, best_speed, improved = dict(pick.config), pick.speedup, True
         if not improved or len(done) >= budget:
             break
@@ -220,7 +225,7 @@ def dot_blocks(names) -> Optional[dict[str, str]]:
 DOT_SEEDS = {
     "cuda": [(128, 256, 64, 8, 3), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
              (64, 128, 32, 4, 4), (128, 128, 64, 8, 3), (128, 32, 32, 4, 4), (64, 32, 32, 2, 5)],
-    "hip": [(128, 256, 16, 4, 2), (256, 256, 16, 8, 2), (128, 128, 32, 8, 2), (64, 128, 32, 4, 2),
+    "rocm": [(128, 256, 16, 4, 2), (256, 256, 16, 8, 2), (128, 128, 32, 8, 2), (64, 128, 32, 4, 2),
             (64, 64, 32, 4, 2), (128, 128, 64, 4, 2)],
 }
 
@@ -292,8 +297,8 @@ class Screen:
         n = min(self.parallel, len(configs))
         chunks = [configs[i::n] for i in range(n)]
         results = self.runner.evaluate_many([
-            _request(self.request, None, trials=1, timing=False, aot_arch=self.arch, aot_kernel=self.kernel,
-                     aot_configs=[dict(c) for c in chunk]) for chunk in chunks])
+            self.request.with_candidate(None, trials=1, timing=False, aot_arch=self.arch, aot_kernel=self.kernel,
+                                        aot_configs=[dict(c) for c in chunk]) for chunk in chunks])
         out: dict[tuple, tuple[Optional[str], list[KernelResources]]] = {}
         for chunk, r in zip(chunks, results):
             control = [k for k in r.resources if k.variant is None and k.kernel == self.kernel]
@@ -323,39 +328,29 @@ class Screen:
 
 
 def original_config(site: LaunchSite) -> dict[str, int]:
-    cfg = {k.name: k.value for k in site.knobs}
-    return cfg
+    return {k.name: k.value for k in site.knobs}
 
 
-def choose(trials: list[Trial], min_gain: float = 0.01) -> Optional[Trial]:
-    """The fastest verified, unpruned, timed trial that beats the original by more than its
-    own timing spread (and at least ``min_gain``)."""
-    ok = [t for t in trials if t.correct and t.status == "ok" and not t.pruned and t.speedup is not None]
-    if not ok:
-        return None
-    best = max(ok, key=lambda t: t.speedup)
-    margin = max(min_gain, (best.spread_pct or 0.0) / 100.0)
-    return best if best.speedup > 1.0 + margin else None
+def choose(trials: list[Trial]) -> Optional[Trial]:
+    """The fastest trial that is verified faster than the original: correct, run, timed, and
+    beating it by more than its own timing spread (and at least 1%)."""
+    faster = [t for t in trials if t.timed_ok and beats(t.speedup, t.spread_pct)]
+    return max(faster, key=lambda t: t.speedup, default=None)
 
 
-def _good(t: Trial) -> bool:
-    return t.correct and t.status == "ok" and not t.pruned and t.speedup is not None
-
-
-def per_shape(trials: list[Trial], min_gain: float = 0.01) -> list[ShapeChoice]:
+def per_shape(trials: list[Trial]) -> list[ShapeChoice]:
     """For each timed input case, the verified config that is fastest on it; the original
     (``config=None``) where no config beats it there by more than the spread."""
-    good = [t for t in trials if _good(t)]
+    good = [t for t in trials if t.timed_ok]
     labels: list[str] = []
     for t in good:
         labels += [c for c in t.case_speedups if c not in labels]
     out = []
     for label in labels:
-        ranked = sorted((t for t in good if label in t.case_speedups), key=lambda t: -t.case_speedups[label])
-        best = ranked[0]
-        margin = max(min_gain, (best.spread_pct or 0.0) / 100.0)
+        best = max((t for t in good if label in t.case_speedups), key=lambda t: t.case_speedups[label])
         sp = best.case_speedups[label]
-        out.append(ShapeChoice(label, dict(best.config) if sp > 1.0 + margin else None, sp if sp > 1.0 + margin else 1.0))
+        wins = beats(sp, best.spread_pct)
+        out.append(ShapeChoice(label, dict(best.config) if wins else None, sp if wins else 1.0))
     return out
 
 
@@ -367,7 +362,7 @@ def autotune_configs(choices: list[ShapeChoice], original: dict[str, int], trial
     for c in choices:
         cfg = c.config if c.config is not None else original
         wins[_key(cfg)] = wins.get(_key(cfg), 0) + 1
-    overall = {_key(t.config): t.speedup or 0.0 for t in trials if _good(t)}
+    overall = {_key(t.config): t.speedup or 0.0 for t in trials if t.timed_ok}
     ranked = sorted(wins, key=lambda k: (-wins[k], -overall.get(k, 1.0)))
     return [dict(k) for k in ranked[:limit]]
 
@@ -391,17 +386,6 @@ def shape_key(text: str, site: LaunchSite, trials: list[Trial]) -> list[str]:
     return key
 
 
-def _request(request: EvalRequest, source: Optional[str], **options) -> EvalRequest:
-    """The original request with ``options`` changed; with ``source``, a candidate that is the
-    target file rewritten (same path, same symbol)."""
-    opts = EvalOptions(**{**request.options.__dict__, **options})
-    if source is None:
-        return EvalRequest(target=request.target, files=request.files, options=opts)
-    path = request.target.path
-    return EvalRequest(target=request.target, files=request.files, candidate=Target(path, request.target.symbol),
-                       candidate_files={path: source}, options=opts)
-
-
 def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     t = Trial(config=config, status=r.status, correct=r.correct, message=r.message, resources=r.resources,
               phases=dict(r.phases))
@@ -417,6 +401,11 @@ def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     return t
 
 
+def backend_of(arch: str) -> str:
+    """``cuda`` or ``rocm``: whose launch defaults and limits apply to ``arch``."""
+    return "rocm" if arch.startswith("gfx") else "cuda"
+
+
 def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: int = 0,
          trials_per_case: int = 2, timed: bool = False, emit: str = "constants",
          key: Optional[list[str]] = None) -> TuneReport:
@@ -424,186 +413,251 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     ``timed``: the runner measures speed (a GPU), so large spaces are searched rather than
     sampled. ``emit``: ``constants`` writes the best config into the launch; ``autotune``
     writes an ``@triton.autotune`` with the per-shape winners, keyed on ``key`` (default: the
-    kernel's integer size arguments)."""
+    kernel's integer size arguments).
+
+    Find the launch and its knobs; build the space; prune what cannot fit the arch; search;
+    judge the trials; write the edit; confirm it on a fresh evaluation."""
     if emit not in EMITS:
         raise ValueError(f"emit must be one of {EMITS}")
-    path, wrapper = request.target.path, request.target.symbol
-    text = request.files[path]
-    sites = find_launch_sites(text, wrapper)
-    report = TuneReport(target=str(request.target), kernel="", arch=arch, original={}, space_size=0,
-                        tried=0, trials=[])
-    if not sites:
-        report.message = f"{wrapper} launches no Triton kernel defined in {path}: nothing to tune"
-        return report
-    if len(sites) > 1:
-        report.notes.append(f"{wrapper} launches {len(sites)} kernels; tuning the first "
-                            f"({sites[0].kernel}, line {sites[0].line})")
-    site = sites[0]
-    if key:
-        unknown = [k for k in key if k not in {n for n, const in site.params if not const}]
-        if unknown:
-            raise ValueError(f"--key {','.join(unknown)}: not a (non-constexpr) argument of {site.kernel}; "
-                             f"its arguments are {', '.join(n for n, c in site.params if not c)}")
-    report.kernel, report.original = site.kernel, original_config(site)
-    report.notes += site.notes
-    backend = "hip" if arch.startswith("gfx") else "cuda"
-    uses_dot = "tl.dot" in text or ".dot(" in text
-    at, why = find_autotune(text, site.kernel)
-    if why:
-        report.notes.append(why)
-    if at is not None:
-        # An autotuned kernel: each candidate pins one config (the original keeps its list).
-        report.notes.append(f"{site.kernel} is autotuned over {len(at.configs)} config(s); each is "
-                            "tried on its own, with its neighbours")
-        report.original = {"autotune configs": len(at.configs)}
-        space = autotune_space(at, backend, uses_dot, site.has_loop)
-        render = lambda cfg: render_autotune(text, at, cfg)  # noqa: E731
-    else:
-        space = [c for c in search_space(site, backend, uses_dot)
-                 if any(c.get(k) != v for k, v in report.original.items()) or set(c) - set(report.original)]
-        render = lambda cfg: render_config(text, site, cfg)  # noqa: E731
-    report.space_size = len(space)
-    if not space:
-        report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
-        return report
-    devices: list = []
-    defaults = DEFAULT_LAUNCH.get(backend, DEFAULT_LAUNCH["cuda"])
+    t = _Tuning(runner, request, arch, trials_per_case)
+    if not (t.find_launch(key) and t.build_space() and t.prune_for_arch()):
+        return t.report
+    t.search(max_configs, seed, timed)
+    best = t.judge(timed, emit)
+    if best is None and not t.autotune_gain(emit):
+        return t.report
+    edit = t.write_edit(emit, best, key)
+    return t.confirm(*edit) if edit is not None else t.report
 
-    # Prune before running anything: matmul-style tiles that cannot fit the arch. The element
-    # size comes from the original's observed launches (one untimed run, compiled for arch).
-    feasible = lambda c: True  # noqa: E731
-    blocks = dot_blocks(k.name for k in site.knobs) if uses_dot else None
-    if blocks:
-        probe = runner.evaluate(_request(request, None, trials=1, timing=False, aot_arch=arch))
-        report.original_resources = [r for r in probe.resources if r.kernel == site.kernel]
-        sizes = [_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
-                 for t in r.arg_types.split(", ") if t.startswith("*")]
-        elem = max(sizes) if sizes else 4
-        reasons = {}
-        for c in space:
-            why_not = static_limit({**report.original, **c}, blocks, arch, elem, defaults)
-            if why_not:
-                reasons[_key(c)] = why_not
-        if reasons:
-            space = [c for c in space if _key(c) not in reasons]
-            report.pruned_before = len(reasons)
-            report.notes.append(f"pruned {len(reasons)} of {report.space_size} configs before running anything "
-                                f"(tiles over {arch}'s shared memory or registers, {elem}-byte elements), e.g. "
-                                + next(iter(reasons.values())))
-            feasible = lambda c: _key(c) not in reasons  # noqa: E731
-        if not space:
-            report.message = f"{site.kernel}: no config fits {arch}"
-            return report
 
-    screen = Screen(runner, request, site.kernel, arch, _parallelism(runner))
-    search_timing = SEARCH_TIMING if timed else {}
+class _Tuning:
+    """One tuning run's state, step by step (``tune`` reads as the list of steps)."""
 
-    def evaluate(configs: list[dict[str, int]]) -> list[Trial]:
-        """Screen the batch by compiling it for arch, then run what is left. Returns the run
-        configs' trials (the pruned ones go to report.screened)."""
-        verdicts = screen.check(configs)
+    def __init__(self, runner, request: EvalRequest, arch: str, trials_per_case: int):
+        self.runner, self.request, self.arch, self.trials_per_case = runner, request, arch, trials_per_case
+        self.path, self.wrapper = request.target.path, request.target.symbol
+        self.text = request.files[self.path]
+        self.backend = backend_of(arch)
+        self.defaults = DEFAULT_LAUNCH[self.backend]
+        self.uses_dot = "tl.dot" in self.text or ".dot(" in self.text
+        self.report = TuneReport(target=str(request.target), kernel="", arch=arch, original={}, space_size=0,
+                                 tried=0, trials=[])
+        self.feasible: Callable[[dict[str, int]], bool] = lambda c: True
+        self.blocks: Optional[dict[str, str]] = None
+        self.devices: list = []
+
+    # 1. The launch site and its knobs ------------------------------------------------------
+
+    def find_launch(self, key: Optional[list[str]]) -> bool:
+        report = self.report
+        sites = find_launch_sites(self.text, self.wrapper)
+        if not sites:
+            report.message = f"{self.wrapper} launches no Triton kernel defined in {self.path}: nothing to tune"
+            return False
+        if len(sites) > 1:
+            report.notes.append(f"{self.wrapper} launches {len(sites)} kernels; tuning the first "
+                                f"({sites[0].kernel}, line {sites[0].line})")
+        site = self.site = sites[0]
+        if key:
+            unknown = [k for k in key if k not in {n for n, const in site.params if not const}]
+            if unknown:
+                raise ValueError(f"--key {','.join(unknown)}: not a (non-constexpr) argument of {site.kernel}; "
+                                 f"its arguments are {', '.join(n for n, c in site.params if not c)}")
+        report.kernel, report.original = site.kernel, original_config(site)
+        report.notes += site.notes
+        return True
+
+    # 2. The space ----------------------------------------------------------------------------
+
+    def build_space(self) -> bool:
+        report, site, text = self.report, self.site, self.text
+        at, why = find_autotune(text, site.kernel)
+        self.at = at
+        if why:
+            report.notes.append(why)
+        if at is not None:
+            # An autotuned kernel: each candidate pins one config (the original keeps its list).
+            report.notes.append(f"{site.kernel} is autotuned over {len(at.configs)} config(s); each is "
+                                "tried on its own, with its neighbours")
+            report.original = {"autotune configs": len(at.configs)}
+            self.space = autotune_space(at, self.backend, self.uses_dot, site.has_loop)
+            self.render = lambda cfg: render_autotune(text, at, cfg)
+        else:
+            self.space = [c for c in search_space(site, self.backend, self.uses_dot)
+                          if any(c.get(k) != v for k, v in report.original.items()) or set(c) - set(report.original)]
+            self.render = lambda cfg: render_config(text, site, cfg)
+        report.space_size = len(self.space)
+        if not self.space:
+            report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
+            return False
+        return True
+
+    # 3. What cannot fit the arch, before anything runs ---------------------------------------
+
+    def prune_for_arch(self) -> bool:
+        """Matmul-style tiles that cannot fit the arch. The element size comes from the
+        original's observed launches (one untimed run, compiled for the arch)."""
+        report, site, arch = self.report, self.site, self.arch
+        self.blocks = dot_blocks(k.name for k in site.knobs) if self.uses_dot else None
+        if self.blocks:
+            probe = self.runner.evaluate(self.request.with_candidate(None, trials=1, timing=False, aot_arch=arch))
+            report.original_resources = [r for r in probe.resources if r.kernel == site.kernel]
+            sizes = [_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
+                     for t in r.arg_types.split(", ") if t.startswith("*")]
+            elem = max(sizes) if sizes else 4
+            reasons = {}
+            for c in self.space:
+                why_not = static_limit({**report.original, **c}, self.blocks, arch, elem, self.defaults)
+                if why_not:
+                    reasons[_key(c)] = why_not
+            if reasons:
+                self.space = [c for c in self.space if _key(c) not in reasons]
+                report.pruned_before = len(reasons)
+                report.notes.append(f"pruned {len(reasons)} of {report.space_size} configs before running anything "
+                                    f"(tiles over {arch}'s shared memory or registers, {elem}-byte elements), e.g. "
+                                    + next(iter(reasons.values())))
+                self.feasible = lambda c: _key(c) not in reasons
+            if not self.space:
+                report.message = f"{site.kernel}: no config fits {arch}"
+                return False
+        self.screen = Screen(self.runner, self.request, site.kernel, arch, _parallelism(self.runner))
+        return True
+
+    # 4. The search -----------------------------------------------------------------------------
+
+    def evaluate(self, configs: list[dict[str, int]]) -> list[Trial]:
+        """Screen the batch by compiling it for the arch, then run what is left. Returns the run
+        configs' trials (the pruned ones go to ``report.screened``)."""
+        verdicts = self.screen.check(configs)
         run = []
         for cfg in configs:
             why, res = verdicts.get(_key(cfg), (None, None))
             if why:
-                report.screened.append(Trial(config=cfg, status="pruned", correct=False, resources=res,
-                                             pruned=why, message=f"pruned before running: {why}"))
+                self.report.screened.append(Trial(config=cfg, status="pruned", correct=False, resources=res,
+                                                  pruned=why, message=f"pruned before running: {why}"))
             else:
                 run.append(cfg)
         # A screened config's compile report is the screen's; the others are compiled as they run.
-        results = runner.evaluate_many([
-            _request(request, render(cfg), trials=trials_per_case,
-                     aot_arch=None if _key(cfg) in verdicts else arch, **search_timing)
+        results = self.runner.evaluate_many([
+            self.request.with_candidate(self.render(cfg), trials=self.trials_per_case,
+                                        aot_arch=None if _key(cfg) in verdicts else self.arch, **self.search_timing)
             for cfg in run])
-        devices.extend(r.device for r in results if r.device)
+        self.devices.extend(r.device for r in results if r.device)
         for cfg, r in zip(run, results):
             if _key(cfg) in verdicts and not r.resources:
                 r.resources = verdicts[_key(cfg)][1]
         return [_trial(cfg, r) for cfg, r in zip(run, results)]
 
-    # What the original runs with, on the search axes; and known-good tiles for tl.dot kernels.
-    axes = search_axes(site, backend, uses_dot)
-    start = {name: report.original.get(name, defaults.get(name, values[len(values) // 2]))
-             for name, values in axes.items()}
-    seeds = [c for c in dot_seeds(axes, blocks, start, backend) if feasible(c)] if blocks and at is None else []
-    if timed and at is None and len(space) > max_configs:
-        # On a GPU: explore first (the seeds, then a seeded sample up to half the budget: the
-        # knobs of a tiled kernel interact, which one-knob moves alone miss), then coordinate
-        # descent refines from the best verified config found.
+    def search(self, max_configs: int, seed: int, timed: bool) -> None:
+        """What the original runs with, on the search axes, is the start. On a GPU a large space
+        is explored, then refined by coordinate descent; otherwise it is sampled."""
+        report = self.report
+        self.search_timing = SEARCH_TIMING if timed else {}
+        self.axes = search_axes(self.site, self.backend, self.uses_dot)
+        self.start = {name: report.original.get(name, self.defaults.get(name, values[len(values) // 2]))
+                      for name, values in self.axes.items()}
+        seeds = ([c for c in dot_seeds(self.axes, self.blocks, self.start, self.backend) if self.feasible(c)]
+                 if self.blocks and self.at is None else [])
+        if timed and self.at is None and len(self.space) > max_configs:
+            self._explore_then_descend(seeds, max_configs, seed)
+        else:
+            self._sample(seeds, max_configs, seed)
+        report.original_resources = report.original_resources or self.screen.original
+        if report.screened:
+            report.notes.append(f"{len(report.screened)} config(s) pruned before running by the {self.arch} "
+                                f"compile report, e.g. {report.screened[0].pruned}")
+        elif self.screen.unavailable:
+            report.notes.append(f"no compile screen before running: {self.screen.unavailable}")
+        report.tried = len(report.trials)
+        if self.devices:
+            report.device = str(self.devices[0])
+        report.timed = any(t.speedup is not None for t in report.trials)
+
+    def _explore_then_descend(self, seeds: list[dict[str, int]], max_configs: int, seed: int) -> None:
+        """Explore first (the seeds, then a seeded sample up to half the budget: the knobs of a
+        tiled kernel interact, which one-knob moves alone miss), then coordinate descent refines
+        from the best verified config found."""
+        report, space, start = self.report, self.space, self.start
         report.seeds = len(seeds)
         n_sample = max(0, max_configs // 2 - len(seeds)) if len(space) > 2 * max_configs else 0
         rest = [c for c in space if c != start and c not in seeds]
         explore = seeds[:max_configs] + random.Random(seed).sample(rest, min(n_sample, len(rest)))
-        explored = evaluate(explore) if explore else []
+        explored = self.evaluate(explore) if explore else []
         best0 = choose(explored)
         if best0 is not None:
             start, speed0 = dict(best0.config), best0.speedup
         else:
             speed0 = 1.0
         # The descent returns the explored trials first, then its own.
-        report.trials = coordinate_descent(axes, start, evaluate, max_configs, feasible=feasible,
+        report.trials = coordinate_descent(self.axes, start, self.evaluate, max_configs, feasible=self.feasible,
                                            prior=tuple(explored), start_speed=speed0,
                                            skip=lambda c: _key(c) in {_key(t.config) for t in report.screened})
         report.notes.append(
             f"searched {len(report.trials)} of {len(space)} configs: "
-            + (f"{len(seeds)} known-good tile shapes for {backend}, " if seeds else "")
+            + (f"{len(seeds)} known-good tile shapes for {self.backend}, " if seeds else "")
             + (f"a seeded sample of {n_sample}, " if n_sample else "")
             + "then coordinate descent from " + ("the best of these" if best0 is not None else "the original"))
-    else:
+
+    def _sample(self, seeds: list[dict[str, int]], max_configs: int, seed: int) -> None:
+        report, space = self.report, self.space
         if len(space) > max_configs:
             seeds = [c for c in seeds if c in space]
             report.seeds = len(seeds)
             rest = [c for c in space if c not in seeds]
             space = seeds[:max_configs] + random.Random(seed).sample(rest, max_configs - len(seeds[:max_configs]))
             report.notes.append(f"searched a seeded random sample of {max_configs} of {report.space_size} configs"
-                                + (f" ({report.space_size - report.pruned_before} after pruning)" if report.pruned_before else "")
-                                + (f", {len(seeds)} of them known-good tile shapes for {backend}" if seeds else ""))
-        report.trials = evaluate(space)
-    report.original_resources = report.original_resources or screen.original
-    if report.screened:
-        report.notes.append(f"{len(report.screened)} config(s) pruned before running by the {arch} compile "
-                            f"report, e.g. {report.screened[0].pruned}")
-    elif screen.unavailable:
-        report.notes.append(f"no compile screen before running: {screen.unavailable}")
-    report.tried = len(report.trials)
-    if devices:
-        d = devices[0]
-        report.device = d.name if d.backend == "interpreter" else f"{d.name} ({d.backend}, {d.arch})"
-    report.timed = any(t.speedup is not None for t in report.trials)
-    verified = sum(t.correct for t in report.trials)
-    unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
-    report.emit = emit
-    best = choose(report.trials)
-    if report.timed:
-        report.per_shape = per_shape(report.trials)
-    if not report.timed and timed:
-        # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
-        first = next((t for t in report.trials if not t.correct), None)
-        report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct{unrun}, so "
-                          "nothing was timed and the original stays"
-                          + (f"; first failure: {first.status}: {first.message[:300]}" if first else ""))
-        return report
-    if not report.timed:
-        report.message = (f"{site.kernel}: {verified} of {report.tried} configs verified correct on "
-                          f"{report.device or 'the runner'}{unrun}; no timing here, so nothing is offered as "
-                          "faster: timing needs a GPU. Run the same command on a GPU box, or point it at "
-                          "a runner there: --runner http://HOST:8765 (geak-runner serve on that box)")
-        return report
-    per_shape_gain = any(c.config is not None for c in report.per_shape)
-    if best is None and not (emit == "autotune" and per_shape_gain):
-        report.message = (f"{site.kernel}: no config beats the original ({verified} of {report.tried} "
-                          f"verified correct{unrun}; none faster by more than the timing spread)")
-        return report
+                                + (f" ({report.space_size - report.pruned_before} after pruning)"
+                                   if report.pruned_before else "")
+                                + (f", {len(seeds)} of them known-good tile shapes for {self.backend}" if seeds else ""))
+        report.trials = self.evaluate(space)
 
-    # The edit, in the form the user asked for.
-    if emit == "autotune":
+    # 5. The judgement --------------------------------------------------------------------------
+
+    def judge(self, timed: bool, emit: str) -> Optional[Trial]:
+        """The fastest config verified faster than the original, or None with the report's
+        message saying why there is none (nothing timed, nothing faster)."""
+        report, kernel = self.report, self.site.kernel
+        verified = sum(t.correct for t in report.trials)
+        self.unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
+        report.emit = emit
+        best = choose(report.trials)
+        if report.timed:
+            report.per_shape = per_shape(report.trials)
+        if not report.timed and timed:
+            # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
+            first = next((t for t in report.trials if not t.correct), None)
+            report.message = (f"{kernel}: {verified} of {report.tried} configs verified correct{self.unrun}, so "
+                              "nothing was timed and the original stays"
+                              + (f"; first failure: {first.status}: {first.message[:300]}" if first else ""))
+        elif not report.timed:
+            report.message = (f"{kernel}: {verified} of {report.tried} configs verified correct on "
+                              f"{report.device or 'the runner'}{self.unrun}; no timing here, so nothing is offered as "
+                              "faster: timing needs a GPU. Run the same command on a GPU box, or point it at "
+                              "a runner there: --runner http://HOST:8765 (geak-runner serve on that box)")
+        elif best is None and not self.autotune_gain(emit):
+            report.message = (f"{kernel}: no config beats the original ({verified} of {report.tried} "
+                              f"verified correct{self.unrun}; none faster by more than the timing spread)")
+        return best if report.timed else None
+
+    def autotune_gain(self, emit: str) -> bool:
+        """With ``emit="autotune"``: some input shape has a config that beats the original there."""
+        return self.report.timed and emit == "autotune" and any(c.config is not None for c in self.report.per_shape)
+
+    # 6. The edit -------------------------------------------------------------------------------
+
+    def write_edit(self, emit: str, best: Optional[Trial], key: Optional[list[str]]) -> Optional[tuple[str, str]]:
+        """``(the edited file, how to say it)`` in the form asked for; None (and the report's
+        message says why) when it cannot be written."""
+        report, site, text, at = self.report, self.site, self.text, self.at
+        if emit != "autotune":
+            report.best, report.search_speedup = best.config, best.speedup
+            return self.render(best.config), ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
         names = sorted({n for t in report.trials for n in t.config})
         # An autotuned kernel's original is its own list, which is not one of the configs.
         original_full = {} if at is not None else {
-            n: report.original.get(n, defaults.get(n)) for n in names if n in report.original or n in defaults}
-        configs = autotune_configs(report.per_shape, original_full, report.trials)
-        configs = [c for c in configs if c]
-        if not per_shape_gain or not configs:
+            n: report.original.get(n, self.defaults.get(n)) for n in names if n in report.original or n in self.defaults}
+        configs = [c for c in autotune_configs(report.per_shape, original_full, report.trials) if c]
+        if not self.autotune_gain(emit) or not configs:
             configs = [best.config]  # faster overall, but no single shape by a clear margin
         report.autotune_configs = configs
         try:
@@ -617,29 +671,32 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
                 source = render_autotune_launch(text, site, configs, report.autotune_key)
         except ValueError as e:
             report.message = f"{site.kernel}: cannot write an @triton.autotune edit: {e}; use --emit constants"
-            return report
-        label = f"@triton.autotune over {len(configs)} config(s) keyed on {report.autotune_key or 'its key'}"
+            return None
         report.best = {"autotune configs": len(configs)}
-    else:
-        source = render(best.config)
-        label = ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
-        report.best = best.config
-    report.search_speedup = best.speedup if best is not None else None
+        report.search_speedup = best.speedup if best is not None else None
+        return source, f"@triton.autotune over {len(configs)} config(s) keyed on {report.autotune_key or 'its key'}"
 
-    # Confirm on a fresh evaluation: the best of many noisy measurements is biased upwards.
-    (conf,) = runner.evaluate_many([_request(request, source, trials=max(3, trials_per_case), aot_arch=arch)])
-    report.confirmation = conf
-    sp = conf.timing.speedup if conf.timing else None
-    margin = max(0.01, (conf.timing.spread_pct if conf.timing else 0.0) / 100.0)
-    if not (conf.status == "ok" and conf.correct and sp is not None and sp > 1.0 + margin):
-        report.best = None
-        why = (f"measured {sp:.3f}x on confirmation" if sp is not None and conf.correct
-               else f"failed on confirmation: {conf.status}: {conf.message}")
-        report.message = (f"{site.kernel}: {label} looked faster in the search"
-                          + (f" ({report.search_speedup:.3f}x)" if report.search_speedup else "")
-                          + f" but {why}; the original stays")
+    # 7. The confirmation -----------------------------------------------------------------------
+
+    def confirm(self, source: str, label: str) -> TuneReport:
+        """A fresh evaluation of the edited file, with the full timing budget: the best of many
+        noisy measurements is biased upwards, so only this one's speedup lets the edit be offered."""
+        report, kernel = self.report, self.site.kernel
+        (conf,) = self.runner.evaluate_many([
+            self.request.with_candidate(source, trials=max(3, self.trials_per_case), aot_arch=self.arch)])
+        report.confirmation = conf
+        sp = conf.verified_speedup()
+        verified = sum(t.correct for t in report.trials)
+        if sp is None:
+            report.best = None
+            measured = conf.speedup
+            why = (f"measured {measured:.3f}x on confirmation" if measured is not None and conf.correct
+                   else f"failed on confirmation: {conf.status}: {conf.message}")
+            report.message = (f"{kernel}: {label} looked faster in the search"
+                              + (f" ({report.search_speedup:.3f}x)" if report.search_speedup else "")
+                              + f" but {why}; the original stays")
+            return report
+        report.best_speedup, report.source = sp, source
+        report.message = (f"{kernel}: {sp:.2f}x faster with {label} (confirmed on a fresh "
+                          f"evaluation; {verified} of {report.tried} configs verified correct{self.unrun})")
         return report
-    report.best_speedup, report.source = sp, source
-    report.message = (f"{site.kernel}: {sp:.2f}x faster with {label} (confirmed on a fresh "
-                      f"evaluation; {verified} of {report.tried} configs verified correct{unrun})")
-    return report
