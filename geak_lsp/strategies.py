@@ -340,7 +340,7 @@ def llm(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root:
                    10 + int(85 * (it + 1) / cfg.iterations))
 
     ctx.report(f"GEAK loop with {settings.provider} {settings.model}: iteration 1/{cfg.iterations} ...", 10)
-    result = run_loop(task, provider, observed, request, request.options, cfg, run, usage,
+    result = run_loop(task, provider, observed, request, cfg, run, usage,
                       on_iteration=on_iteration)
     steps = sorted(result.steps, key=lambda s: (s.iteration, s.lane))
     ok = verified(steps)

@@ -207,7 +207,7 @@ def _run(args, s, root, base, opts, provider, runner, run, progress) -> int:
                   + f", {usage.total} tokens")
         progress.bar(it + 1, status)
 
-    result = run_loop(task, provider, runner, base, opts, cfg, run, usage, on_step, on_iteration)
+    result = run_loop(task, provider, runner, base, cfg, run, usage, on_step, on_iteration)
     progress.close()
     report = _report(base, s, run, baseline, names, result, usage, cfg)
     run.write_report(report)

@@ -7,36 +7,28 @@ from __future__ import annotations
 
 from typing import Optional
 
-from runner.schema import EvalOptions, EvalRequest, EvalResult, Target
-
-DID_NOT_RUN = ("compile_error", "runtime_error", "timeout", "crashed")
+from runner.schema import EvalRequest, EvalResult
 
 # Outcomes of one attempt, in cascade order.
-PROVIDER_ERROR, NO_CODE, DID_NOT_RUN_, REJECTED, WRONG, CORRECT = (
+PROVIDER_ERROR, NO_CODE, DID_NOT_RUN, REJECTED, WRONG, CORRECT = (
     "provider_error", "no_code", "did_not_run", "rejected", "wrong", "correct")
 
 
-def candidate_request(base: EvalRequest, source: str, options: Optional[EvalOptions] = None,
-                      request_id: str = "") -> EvalRequest:
+def candidate_request(base: EvalRequest, source: str, request_id: str = "") -> EvalRequest:
     """The target file replaced by ``source`` in the candidate's tree; same symbol, same inputs."""
-    path, symbol = base.target.path, base.target.symbol
-    opts = EvalOptions(**{**(options or base.options).__dict__})
-    return EvalRequest(target=Target(path, symbol), files=base.files, candidate=Target(path, symbol),
-                       candidate_files={path: source}, options=opts, id=request_id)
+    return base.with_candidate(source, id=request_id)
 
 
 def outcome(result: EvalResult) -> str:
-    if result.status == "ok" and result.correct:
+    if result.verified:
         return CORRECT
     if result.status == "rejected":
         return REJECTED
     if result.status == "mismatch":
         return WRONG
-    return DID_NOT_RUN_
+    return DID_NOT_RUN
 
 
 def speedup(result: Optional[EvalResult]) -> Optional[float]:
-    if result is None or result.timing is None:
-        return None
-    s = result.timing.speedup
-    return s if s == s else None  # NaN: not measured
+    """The measured speedup of a candidate (None: not timed, or no result)."""
+    return result.speedup if result is not None else None

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from runner.schema import EvalOptions, EvalRequest
+from runner.schema import EvalRequest
 
 from .evaluator import NO_CODE, PROVIDER_ERROR, candidate_request, outcome, speedup
 from .extract import NoCode, extract
@@ -54,26 +54,73 @@ class LoopResult:
     fatal: Optional[str] = None
 
 
-def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, options: EvalOptions,
-             cfg: LoopConfig, run: RunDir, usage: Usage,
-             on_step: Callable[[Step], None] = lambda s: None,
+def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, cfg: LoopConfig, run: RunDir,
+             usage: Usage, on_step: Callable[[Step], None] = lambda s: None,
              on_iteration: Callable[[int, list[Step]], None] = lambda i, s: None) -> LoopResult:
-    steps = run.steps()  # a resumed run goes on from what is on disk
-    lanes = [Lane(i, cfg.trap_after) for i in range(cfg.parallel)]
-    for s in sorted(steps, key=lambda s: (s.iteration, s.lane)):
-        if s.lane < len(lanes):
-            lanes[s.lane].observe(s)
-    system = task.system()
+    """The loop above. Candidates are evaluated with ``base``'s options, against its target."""
+    loop = _Loop(task, provider, runner, base, cfg, run, usage)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
+        for it in range(cfg.iterations):
+            todo = loop.todo(it)
+            if not todo:  # done before a resume
+                loop.ran = it + 1
+                continue
+            if loop.stops_before():
+                break
+            new, out_of_budget = loop.generate(pool, todo, it)  # 1. one prompt and one call per lane
+            loop.evaluate(new)  # 2. every candidate of this iteration in one batch (the runner's cascade)
+            loop.reflect(it, new, on_step)  # 3. each lane's next prompt is built from what it got
+            on_iteration(it, loop.steps)
+            if loop.stops_after(new, out_of_budget):
+                break
+    return LoopResult(loop.steps, loop.stopped, loop.ran, loop.fatal)
 
-    def attempt(lane: Lane, it: int, known: list[Step]) -> Optional[Step]:
+
+class _Loop:
+    """The loop's state: the steps so far (a resumed run's from disk), the lanes, why it stopped."""
+
+    def __init__(self, task: Task, provider: Provider, runner, base: EvalRequest, cfg: LoopConfig,
+                 run: RunDir, usage: Usage):
+        self.task, self.provider, self.runner, self.base = task, provider, runner, base
+        self.cfg, self.run, self.usage = cfg, run, usage
+        self.steps = run.steps()  # a resumed run goes on from what is on disk
+        self.lanes = [Lane(i, cfg.trap_after) for i in range(cfg.parallel)]
+        for s in sorted(self.steps, key=lambda s: (s.iteration, s.lane)):
+            if s.lane < len(self.lanes):
+                self.lanes[s.lane].observe(s)
+        self.system = task.system()
+        self.stopped, self.ran, self.failed_in_a_row, self.fatal = "iterations", 0, 0, None
+
+    def todo(self, it: int) -> list[Lane]:
+        return [lane for lane in self.lanes
+                if not any(s.iteration == it and s.lane == lane.index and s.finished for s in self.steps)]
+
+    def target_reached(self) -> bool:
+        best = choose(self.steps)
+        return bool(self.cfg.target_speedup and best and speedup(best.result) >= self.cfg.target_speedup)
+
+    def stops_before(self) -> bool:
+        if self.target_reached():
+            self.stopped = "target"
+        elif self.usage.spent:
+            self.stopped = "budget"
+        return self.stopped != "iterations"
+
+    def generate(self, pool, todo: list[Lane], it: int) -> tuple[list[Step], bool]:
+        """The lanes' attempts of iteration ``it``, asked concurrently; whether the budget ran out."""
+        known = list(self.steps)
+        new = list(pool.map(lambda lane: self.attempt(lane, it, known), todo))
+        return [s for s in new if s is not None], None in new
+
+    def attempt(self, lane: Lane, it: int, known: list[Step]) -> Optional[Step]:
         old = next((s for s in known if s.iteration == it and s.lane == lane.index), None)
         if old is not None and old.source is not None and old.outcome is None:
             return old  # answered before an interruption: only the evaluation is left
-        kind, prompt = lane.next_prompt(task, known)
+        kind, prompt = lane.next_prompt(self.task, known)
         step = Step(id=f"i{it:02d}-c{lane.index}", iteration=it, lane=lane.index, kind=kind, prompt=prompt)
         t0 = time.monotonic()
         try:
-            done = call(provider, usage, system, prompt)
+            done = call(self.provider, self.usage, self.system, prompt)
         except BudgetExceeded:
             return None
         except ProviderError as e:
@@ -83,66 +130,42 @@ def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, options:
             step.truncated = done.finish_reason in ("length", "max_tokens")
             cut = " (the answer was cut off at the max-tokens limit: write less prose)" if step.truncated else ""
             try:
-                code = extract(done.text, task.symbol)
+                code = extract(done.text, self.task.symbol)
                 step.source, step.notes, step.extraction = code.source, code.notes, code.how + cut
             except NoCode as e:
                 step.extraction, step.outcome = str(e) + cut, NO_CODE
         step.seconds = time.monotonic() - t0
-        run.save(step)
+        self.run.save(step)
         return step
 
-    def evaluate(new: list[Step]) -> None:
+    def evaluate(self, new: list[Step]) -> None:
         pending = [s for s in new if s.source is not None and s.outcome is None]
-        reqs = [candidate_request(base, s.source, options, s.id) for s in pending]
-        for s, r in zip(pending, runner.evaluate_many(reqs) if reqs else []):
+        reqs = [candidate_request(self.base, s.source, s.id) for s in pending]
+        for s, r in zip(pending, self.runner.evaluate_many(reqs) if reqs else []):
             s.result, s.outcome = r, outcome(r)
-            run.save(s)
+            self.run.save(s)
 
-    def target_reached() -> bool:
-        best = choose(steps)
-        return bool(cfg.target_speedup and best and speedup(best.result) >= cfg.target_speedup)
+    def reflect(self, it: int, new: list[Step], on_step: Callable[[Step], None]) -> None:
+        lanes = {n.lane for n in new}
+        self.steps = [s for s in self.steps if not (s.iteration == it and s.lane in lanes)] + new
+        for s in new:
+            self.lanes[s.lane].observe(s)
+            on_step(s)
+        self.ran = it + 1
 
-    stopped, ran, failed_in_a_row, fatal = "iterations", 0, 0, None
-    with concurrent.futures.ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
-        for it in range(cfg.iterations):
-            todo = [lane for lane in lanes
-                    if not any(s.iteration == it and s.lane == lane.index and s.finished for s in steps)]
-            if not todo:  # done before a resume
-                ran = it + 1
-                continue
-            if target_reached():
-                stopped = "target"
-                break
-            if usage.spent:
-                stopped = "budget"
-                break
-            # 1. Generate: one prompt and one model call per lane, concurrently.
-            known = list(steps)
-            new = list(pool.map(lambda lane: attempt(lane, it, known), todo))
-            out_of_budget = None in new
-            new = [s for s in new if s is not None]
-            # 2. Evaluate: every candidate of this iteration in one batch (the runner's cascade).
-            evaluate(new)
-            # 3. Reflect: each lane's next prompt is built from what its candidate got.
-            steps = [s for s in steps if not (s.iteration == it and s.lane in {n.lane for n in new})] + new
-            for s in new:
-                lanes[s.lane].observe(s)
-                on_step(s)
-            ran = it + 1
-            on_iteration(it, steps)
-            # Stop on: a refusal (bad key, unknown model), every call failing twice running,
-            # the target reached, the budget spent.
-            fatal = next((s.error for s in new if s.error_kind in ProviderError.FATAL), None)
-            failed_in_a_row = failed_in_a_row + 1 if new and all(s.outcome == PROVIDER_ERROR for s in new) else 0
-            more = ran < cfg.iterations
-            if fatal is not None:
-                stopped = "provider"
-            elif failed_in_a_row >= cfg.max_failed_iterations:
-                stopped = "provider_errors"
-            elif target_reached() and more:
-                stopped = "target"
-            elif out_of_budget or (usage.spent and more):
-                stopped = "budget"
-            if stopped != "iterations":
-                break
-    return LoopResult(steps, stopped, ran, fatal)
+    def stops_after(self, new: list[Step], out_of_budget: bool) -> bool:
+        """Stop on: a refusal (bad key, unknown model), every call failing twice running, the
+        target reached, the budget spent."""
+        self.fatal = next((s.error for s in new if s.error_kind in ProviderError.FATAL), None)
+        all_failed = bool(new) and all(s.outcome == PROVIDER_ERROR for s in new)
+        self.failed_in_a_row = self.failed_in_a_row + 1 if all_failed else 0
+        more = self.ran < self.cfg.iterations
+        if self.fatal is not None:
+            self.stopped = "provider"
+        elif self.failed_in_a_row >= self.cfg.max_failed_iterations:
+            self.stopped = "provider_errors"
+        elif self.target_reached() and more:
+            self.stopped = "target"
+        elif out_of_budget or (self.usage.spent and more):
+            self.stopped = "budget"
+        return self.stopped != "iterations"

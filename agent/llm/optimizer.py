@@ -3,8 +3,9 @@
 GEAK feeds the best few correct kernels back, sorted from slowest to fastest, each with its
 measurements and the model's own account of it. Without timing (the CPU interpreter) the
 verified candidates keep the order in which they were found and say they were not timed.
-``choose`` takes the fastest verified candidate only when it beats the original by more than
-its timing spread (and at least 1%); nothing untimed is ever chosen.
+``choose`` takes the fastest candidate that is verified faster than the original
+(``EvalResult.verified_speedup``: by more than its timing spread, and at least 1%); nothing
+untimed is ever chosen.
 """
 
 from __future__ import annotations
@@ -31,13 +32,9 @@ def rank(steps: list[Step], keep: int = KEEP) -> list[Step]:
     return (untimed + timed)[-keep:] if keep else untimed + timed
 
 
-def choose(steps: list[Step], min_gain: float = 0.01) -> Optional[Step]:
-    timed = [s for s in verified(steps) if speedup(s.result) is not None]
-    if not timed:
-        return None
-    best = max(timed, key=lambda s: speedup(s.result))
-    margin = max(min_gain, (best.result.timing.spread_pct or 0.0) / 100.0)
-    return best if speedup(best.result) > 1.0 + margin else None
+def choose(steps: list[Step]) -> Optional[Step]:
+    faster = [s for s in verified(steps) if s.result.verified_speedup() is not None]
+    return max(faster, key=lambda s: s.result.speedup, default=None)
 
 
 def best_known(steps: list[Step]) -> Optional[Step]:
