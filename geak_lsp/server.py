@@ -173,16 +173,12 @@ class GeakServer(LanguageServer):
             if self._runner is not None and self._runner_key == key:
                 return self._runner
             old = self._runner
-            if s.runner_url:
-                from agent.cli import make_runner
-                from runner.config import ConfigError
-                try:
-                    self._runner = make_runner(s.runner_url, "auto", s.workers)
-                except ConfigError as e:
-                    raise UserFacing(f"geak.runner.url: {e}") from None
-            else:
-                from runner.local import LocalRunner
-                self._runner = LocalRunner(workers=s.workers, device=s.device)
+            from runner.config import ConfigError
+            from runner.runners import open_runner
+            try:
+                self._runner = open_runner(s.runner_url or "local", s.device, s.workers)
+            except ConfigError as e:
+                raise UserFacing(f"geak.runner.url: {e}") from None
             self._runner_key = key
         if old is not None:
             threading.Thread(target=old.close, daemon=True).start()

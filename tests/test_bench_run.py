@@ -208,7 +208,7 @@ def test_every_suite_task_passes_geak_eval_against_itself(runner):
 def test_llm_strategy_samples_give_pass_at_k(tmp_path, monkeypatch, capsys):
     """--strategy llm against the scripted LLM server: two runs of two iterations; the first run
     gets a candidate that does not compile and a wrong one, the second two correct ones."""
-    from agent.bench.command import run_bench
+    from agent.commands.bench import run as run_bench
     from agent.cli import build_parser
     from conftest import ADD_RELU
     from llm_server import ScriptedLLM, load_transcript

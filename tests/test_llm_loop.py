@@ -16,7 +16,7 @@ import pytest
 from conftest import ADD_RELU, ROOT, Project, kernel_variant
 from llm_server import ScriptedLLM, load_transcript
 from agent.cli import build_parser
-from agent.llm.command import run_llm_optimize
+from agent.commands.optimize import run as run_optimize
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 
@@ -58,7 +58,7 @@ def optimize(runner, capsys, *extra, provider="openai"):
     args = build_parser().parse_args(["optimize", "k.py::add_relu", "--strategy", "llm", "--provider", provider,
                                       "--model", "scripted", "--trials", "1", "--retries", "0",
                                       "--timeout", "20", "--json", *extra])
-    code = run_llm_optimize(args, runner=runner)
+    code = run_optimize(args, runner=runner)
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else None), err
 
@@ -273,7 +273,7 @@ def test_the_cli_through_its_own_door(tmp_path):
 ], ids=["no-model", "no-provider", "parallel-0", "target-below-1", "no-openai-key", "no-anthropic-key", "bad-resume"])
 def test_bad_usage_exits_2_with_a_message(proj, capsys, argv, needle):
     args = build_parser().parse_args(["optimize", "k.py::add_relu", "--strategy", "llm", *argv])
-    assert run_llm_optimize(args, runner=object()) == 2
+    assert run_optimize(args, runner=object()) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
 
@@ -282,7 +282,7 @@ def test_a_missing_target_exits_2(proj, capsys, llm):
     llm([])
     args = build_parser().parse_args(["optimize", "nope.py::f", "--strategy", "llm", "--provider", "openai",
                                       "--model", "m"])
-    assert run_llm_optimize(args, runner=object()) == 2
+    assert run_optimize(args, runner=object()) == 2
     assert "nope.py: no such file" in capsys.readouterr().err
 
 
@@ -296,7 +296,7 @@ def test_the_gpu_transcript_behaves_as_scripted_on_the_interpreter(llm, runner, 
     args = build_parser().parse_args(["optimize", "examples/softmax.py::softmax", "--strategy", "llm",
                                       "--provider", "openai", "--model", "scripted", "--iterations", "4",
                                       "--trials", "1", "--retries", "0", "--run-dir", str(tmp_path), "--json"])
-    code = run_llm_optimize(args, runner=runner)
+    code = run_optimize(args, runner=runner)
     rep = json.loads(capsys.readouterr().out)
     assert [c["outcome"] for c in rep["candidates"]] == ["did_not_run", "wrong", "correct", "correct"]
     wrong = rep["candidates"][1]["message"]

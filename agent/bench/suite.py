@@ -4,11 +4,12 @@ Each task gives one or more samples (candidates), each an ``EvalResult``:
 
 * ``none``: the candidates from ``--candidates`` (several per task for pass@k), or without them
   the task checked (and on a GPU timed) against itself;
-* ``tune``: the no-LLM tuner (``agent.tune.tuner.tune``); the sample is the confirmation run of
+* ``tune``: the no-LLM tuner, through ``agent.optimize``; the sample is the confirmation run of
   the tuned file when the tuner offers one, else the original (which is what the user keeps);
-* ``llm``: the GEAK loop (``agent.llm``) ``--samples`` times per task.
+* ``llm``: the GEAK loop, through ``agent.optimize``, ``--samples`` times per task.
 
-Tasks run concurrently (``jobs`` threads on the one runner, whose worker pool spreads them).
+Tasks run concurrently, whatever the strategy (``jobs`` threads on the one runner, whose worker
+pool spreads them).
 After each task its record is written to ``OUT/state.json`` (atomic replace) and its results to
 ``OUT/results/<task>.json``; ``resume=True`` keeps the records of tasks whose digest and run
 settings are unchanged.
@@ -17,8 +18,6 @@ settings are unchanged.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import io
 import json
 import sys
 import threading
@@ -27,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from runner.schema import EvalOptions, EvalResult, from_dict, to_dict
+from runner.schema import EvalOptions, EvalResult, to_dict
+from runner.source import find_project_root
 
 from . import metrics
 from .baselines import BaselineCache, baseline_request
@@ -59,11 +59,9 @@ class Settings:
 
 
 @dataclass
-class SampleRecord:
-    status: str
-    correct: bool
-    speedup: Optional[float] = None
-    pct_peak: Optional[float] = None
+class SampleRecord(metrics.Sample):
+    """A sample as the state file keeps it: its metrics, and what it was."""
+
     message: str = ""
     source: Optional[str] = None
     """Where the sample came from: a candidate file, "tuned", "original", an llm run directory."""
@@ -90,13 +88,8 @@ class TaskRecord:
     """``tune``: what the tuner did (``tune_summary``): first-version and final Σ ms, configs
     run and pruned unrun, the space, the search's wall time."""
 
-    def metric_samples(self) -> list[metrics.Sample]:
-        return [metrics.Sample(s.status, s.correct, s.speedup, s.pct_peak) for s in self.samples]
-
     def best(self) -> Optional[SampleRecord]:
-        ms = self.metric_samples()
-        b = metrics.best_sample(ms)
-        return self.samples[ms.index(b)] if b is not None else None
+        return metrics.best_sample(self.samples)
 
 
 def record_from_dict(d: dict) -> TaskRecord:
@@ -192,10 +185,6 @@ def _sample(r: EvalResult, source: str) -> SampleRecord:
                         message=r.message, source=source)
 
 
-def _gpu(r: Optional[EvalResult]) -> bool:
-    return bool(r and r.device and r.device.backend != "interpreter")
-
-
 class Bench:
     def __init__(self, runner, tasks: list[Task], settings: Settings, options: EvalOptions, out: Path,
                  resume: bool = False, jobs: int = 1, cache: Optional[BaselineCache] = None,
@@ -203,8 +192,7 @@ class Bench:
                  time_budget_s: Optional[float] = None):
         self.runner, self.tasks, self.settings, self.options = runner, tasks, settings, options
         self.state = State(out, settings, resume)
-        # The GEAK loop's report is read from its stdout, which is one per process: one task at a time.
-        self.jobs = 1 if settings.strategy == "llm" else max(1, jobs)
+        self.jobs = max(1, jobs)
         self.cache = cache or BaselineCache(None)
         self.stream = stream or sys.stderr
         self.on_progress = on_progress
@@ -289,77 +277,59 @@ class Bench:
                 rec.baselines[kind] = b
         return rec, results
 
-    def _tune(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
-        from agent.tune.tuner import tune
-        from runner.aot import ARCHS, DEFAULT_ARCH
+    def _optimize(self, task: Task, strategy: str, **settings):
+        from agent.optimize import OptimizeSettings, optimize
+        s = OptimizeSettings(arch=self.settings.arch, root=find_project_root(task.path), **settings)
+        return optimize(task.request(self.options), strategy, self.runner, s)
 
-        base_req = task.request(self.options)
-        base = self.runner.evaluate(base_req)
-        results["original"] = to_dict(base)
-        if not base.correct:
-            rec.samples.append(_sample(base, "original (fails its own check)"))
-            return base
-        arch = self.settings.arch or (base.device.arch if base.device and base.device.arch in ARCHS
-                                      else DEFAULT_ARCH)
-        timed = _gpu(base) and base.timing is not None
+    def _tune(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
+        from agent.tune.strategy import TuneSettings
         t0 = time.monotonic()
         try:
-            report = tune(self.runner, task.request(self.options), arch, max_configs=self.settings.max_configs,
-                          trials_per_case=self.settings.tune_trials, timed=timed, emit=self.settings.emit)
+            out = self._optimize(task, "tune", tune=TuneSettings(
+                max_configs=self.settings.max_configs, trials=self.settings.tune_trials, emit=self.settings.emit))
         except ValueError as e:
             rec.notes.append(f"not tunable: {e}")
-            rec.samples.append(SampleRecord("ok", True, 1.0 if timed else None, None,
-                                            "the original is kept: " + str(e), "original"))
+            rec.samples.append(SampleRecord("ok", True, None, None, "the original is kept: " + str(e), "original"))
+            return None
+        base = out.baseline
+        results["original"] = to_dict(base)
+        if out.original_fails:
+            rec.samples.append(_sample(base, "original (fails its own check)"))
             return base
+        report = out.report
         results["tune"] = to_dict(report)
         rec.search = tune_summary(results["tune"], results["original"], time.monotonic() - t0)
-        conf = report.confirmation
-        if report.improved and conf is not None:
-            rec.samples.append(_sample(conf, "tuned"))
+        if out.improved:
+            rec.samples.append(_sample(out.result, "tuned"))
             rec.notes.append("tuned config: " + ", ".join(f"{k}={v}" for k, v in sorted((report.best or {}).items())))
-            return conf
-        correct = sum(1 for t in report.trials if t.correct)
-        rec.notes.append(f"{correct} of {len(report.trials)} config(s) verified; {report.message}")
+            return out.result
+        rec.notes.append(f"{out.verified} of {out.total} config(s) verified; {report.message}")
+        timed = bool(base.device and base.device.is_gpu and base.timing is not None)
         m = metrics.sample_from_result(base)
         rec.samples.append(SampleRecord("ok", True, 1.0 if timed else None, m.pct_peak,
                                         "no verified improvement: the original is kept", "original"))
         return base
 
     def _llm(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
-        import argparse
-
-        from agent.llm.command import run_llm_optimize
-        if task.format != "geak":
-            rec.notes.append(f"--strategy llm runs on the task file as it is on disk ({task.format} format)")
+        from agent.llm.providers import ProviderError
+        from agent.llm.session import LLMSettings
+        given = {k: v for k, v in self.settings.llm.items() if v is not None}
         first = None
         for i in range(self.settings.samples):
-            ns = argparse.Namespace(**{**self.settings.llm, "target": f"{task.path}::{task.symbol}",
-                                       "json": True, "out": None, "resume": None, "device": self.options.device,
-                                       "trials": self.options.trials, "arch": self.settings.arch,
-                                       "runner": None, "workers": 1,
-                                       "run_dir": str(self.state.out / "llm" / f"{task.name.replace('/', '__')}-s{i}")})
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                code = run_llm_optimize(ns, runner=self.runner)
+            run_dir = self.state.out / "llm" / f"{task.name.replace('/', '__')}-s{i}"
             try:
-                rep = json.loads(buf.getvalue())
-            except json.JSONDecodeError:
-                rec.samples.append(SampleRecord("crashed", False, None, None,
-                                                f"the GEAK loop stopped (exit {code}) before a report", "llm"))
+                out = self._optimize(task, "llm", llm=LLMSettings(**given), run_dir=run_dir)
+            except ProviderError as e:
+                rec.samples.append(SampleRecord("crashed", False, None, None, f"the GEAK loop did not start: "
+                                                f"{e.message}", "llm"))
                 continue
-            results["samples"].append(rep)
-            verified = rep.get("verified") or []
-            best = rep.get("result") or rep.get("baseline")
-            if first is None and rep.get("baseline"):
-                first = from_dict(EvalResult, rep["baseline"])
-            cands = rep.get("candidates") or []
-            speeds = [c.get("speedup") for c in cands if c.get("correct") and c.get("speedup") is not None]
-            status = "ok" if verified else (cands[-1].get("status") if cands and cands[-1].get("status") else "crashed")
-            rec.samples.append(SampleRecord(
-                status=status, correct=bool(verified),
-                speedup=rep.get("best_speedup") if rep.get("improved") else (max(speeds) if speeds else None),
-                pct_peak=metrics.pct_peak((best or {}).get("cases") or []) if rep.get("improved") else None,
-                message=rep.get("message", ""), source=rep.get("run_dir")))
+            first = first or out.baseline
+            if out.original_fails:
+                rec.samples.append(_sample(out.baseline, "original (fails its own check)"))
+                continue
+            results["samples"].append(to_dict(out.report))
+            rec.samples.append(_llm_sample(out))
         return first
 
     def _baseline(self, task: Task, kind: str, results: dict) -> Optional[dict]:
@@ -387,6 +357,18 @@ class Bench:
         return {**entry, "cached": False}
 
 
+def _llm_sample(out) -> SampleRecord:
+    """A GEAK-loop run as one sample: verified when any candidate was; its speedup the chosen
+    candidate's, else the fastest verified one's."""
+    speeds = [t.speedup for t in out.tried if t.correct and t.speedup is not None]
+    last = out.tried[-1] if out.tried else None
+    status = "ok" if out.verified else (last.result.status if last is not None and last.result else "crashed")
+    return SampleRecord(status=status, correct=out.verified > 0,
+                        speedup=out.speedup if out.improved else (max(speeds) if speeds else None),
+                        pct_peak=metrics.pct_peak(out.result.cases) if out.improved else None,
+                        message=out.message, source=out.report.run_dir)
+
+
 def tune_summary(report: dict, original: dict, search_s: Optional[float] = None) -> dict:
     """A tuner report (as JSON) in one line of the bench table: the first version's and the
     final kernel's Σ ms over the timed cases (the confirmation's when an edit was offered),
@@ -404,7 +386,7 @@ def tune_summary(report: dict, original: dict, search_s: Optional[float] = None)
 
 def document(records: list[TaskRecord], settings: Settings, device, suite: str, notes: list[str],
              ks: tuple[int, ...] = (1,), command: str = "") -> dict:
-    per_task = [r.metric_samples() for r in records if r.error is None]
+    per_task = [r.samples for r in records if r.error is None]
     ks = tuple(sorted({1, *ks}))
     summary = metrics.summarize(per_task, ks=ks)
     return {

@@ -4,6 +4,6 @@ One small module per piece: ``providers`` (OpenAI / Anthropic SDKs), ``usage`` (
 budget), ``extract`` (code out of model answers), ``retrieval`` (one-shot example by code
 similarity), ``knowledge`` (per-architecture packs), ``prompts`` (templates in agent/prompts/),
 ``generator`` / ``reflector`` / ``optimizer`` (what goes into each prompt), ``rundir`` (what
-each run writes, and resume), ``loop`` (the loop itself) and ``command`` (``geak optimize
---strategy llm``).
+each run writes, and resume), ``loop`` (the loop itself) and ``session`` (one run of it, wired
+once for the CLI, the benchmark harness and the language server).
 """

@@ -13,19 +13,20 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Optional
 
-from runner.config import ConfigError, options_from_settings, project_settings
+from runner.config import ConfigError, phase_limits, project_options
+from runner.runners import open_runner
 from runner.source import SourceError, find_project_root
 
-from .baselines import KINDS, BaselineCache, default_cache
-from .formats import FORMATS
-from .suite import Bench, Settings, TaskRecord, document
-from .tasks import SuiteError, check_requests, load_suite
+from ..bench.baselines import KINDS, BaselineCache, default_cache
+from ..bench.formats import FORMATS
+from ..bench.suite import Bench, Settings, TaskRecord, document
+from ..bench.tasks import SuiteError, check_requests, load_suite
+from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err
 
-EXIT_OK, EXIT_UNVERIFIED, EXIT_BAD_INPUT = 0, 1, 2
 
-
-def add_bench_arguments(b: argparse.ArgumentParser) -> None:
+def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("dir", metavar="DIR", help="folder of task files (searched recursively), or one file")
     b.add_argument("--format", choices=["auto", *FORMATS], default="auto",
                    help="task format (default auto: told apart per file)")
@@ -74,10 +75,6 @@ def add_bench_arguments(b: argparse.ArgumentParser) -> None:
     g.add_argument("--budget-tokens", type=int, metavar="N", help="token budget per run")
 
 
-def _err(msg: str = "") -> None:
-    print(msg, file=sys.stderr)
-
-
 def _settings(args) -> Settings:
     if args.trials is not None and args.trials < 1:
         raise ConfigError("--trials must be at least 1")
@@ -101,66 +98,92 @@ def _settings(args) -> Settings:
             raise ConfigError(f"unknown arch '{args.arch}': use one of {', '.join(sorted(ARCHS))}")
     llm = {}
     if args.strategy == "llm":
-        from agent.llm.command import DEFAULTS
-        llm = {k: getattr(args, k, None) for k in DEFAULTS}
+        import dataclasses
+
+        from ..llm.session import LLMSettings
+        llm = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(LLMSettings)}
     return Settings(strategy=args.strategy, format=args.format, trials=args.trials or 3, arch=args.arch,
                     max_configs=args.max_configs, emit=args.emit, samples=args.samples, baselines=kinds,
                     candidates=str(Path(args.candidates).resolve()) if args.candidates else None, llm=llm)
 
 
-def run_bench(args) -> int:
-    from agent.cli import make_runner  # the CLI's own runner choice: local, http(s)://, file://
-
-    try:
-        ks = tuple(int(k) for k in args.k.split(",") if k.strip())
-        if not ks or min(ks) < 1:
-            raise ValueError
-    except ValueError:
-        _err("geak: --k takes comma-separated positive integers, e.g. 1,5")
+def run(args) -> int:
+    """``geak bench``: load the suite, run every task, write the outputs, and exit 0 only when
+    every task is verified."""
+    ks = _ks(args.k)
+    if ks is None:
+        err("geak: --k takes comma-separated positive integers, e.g. 1,5")
         return EXIT_BAD_INPUT
     suite = Path(args.dir)
     try:
-        settings = _settings(args)
-        tasks, notes = load_suite(suite, args.format, args.tasks,
-                                  Path(args.candidates) if args.candidates else None)
-        root = find_project_root(tasks[0].path)
-        opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
-        opts.device = args.device
-        opts.trials = settings.trials
-        if args.eval_timeout is not None:
-            from agent.cli import phase_limits
-            opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
-        broken = check_requests(tasks, opts)
-        for t in broken:  # reported as harness errors; the other tasks run
-            _err(f"geak: harness error, not run: {t.error}")
-        if broken:
-            _err("  what to do: fix the file, or leave it out with --tasks")
+        settings, tasks, notes, broken, opts = _load(args, suite)
         runnable = [t for t in tasks if not t.error]
         if not runnable:
             return EXIT_BAD_INPUT
-        runner = make_runner(args.runner, args.device, args.workers)
+        runner = open_runner(args.runner, args.device, args.workers)
     except SuiteError as e:
-        _err(f"geak: {e}")
+        err(f"geak: {e}")
         if e.hint:
-            _err(f"  what to do: {e.hint}")
+            err(f"  what to do: {e.hint}")
         return EXIT_BAD_INPUT
     except (ConfigError, SourceError) as e:
-        _err(f"geak: {e.info.message if isinstance(e, SourceError) else e}")
+        err(f"geak: {e.info.message if isinstance(e, SourceError) else e}")
         return EXIT_BAD_INPUT
     name = suite.resolve().name or "suite"
     out = Path(args.out) if args.out else Path(".geak") / "bench" / f"{name}-{settings.strategy}"
+    for n in notes:
+        err(f"note: {n}")
+    formats = sorted({t.format for t in runnable})
+    err(f"geak bench: {len(runnable)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
+        f"run directory {out}" + (f"; {len(broken)} more not run (harness errors)" if broken else ""))
+    bench, records, device = _run(args, runner, runnable, settings, opts, out)
+    # Tasks whose files do not fit their format are harness errors in the report, in suite order.
+    done = {r.name: r for r in records}
+    done.update({t.name: TaskRecord(t.name, t.format, t.symbol, t.rel, t.digest, error=t.error) for t in broken})
+    records = [done[t.name] for t in tasks if t.name in done]
+    doc = _document(records, settings, device, suite, notes, ks, bench.not_started)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    err(summary_text(doc))
+    _write_outputs(args, doc)
+    return _exit_code(records, bench)
+
+
+def _ks(text: str) -> Optional[tuple[int, ...]]:
+    try:
+        ks = tuple(int(k) for k in text.split(",") if k.strip())
+    except ValueError:
+        return None
+    return ks if ks and min(ks) >= 1 else None
+
+
+def _load(args, suite: Path):
+    """The settings, the tasks (those that do not fit their format reported as harness errors),
+    the notes and the evaluation options."""
+    settings = _settings(args)
+    tasks, notes = load_suite(suite, args.format, args.tasks, Path(args.candidates) if args.candidates else None)
+    root = find_project_root(tasks[0].path)
+    opts = project_options(root)
+    opts.device = args.device
+    opts.trials = settings.trials
+    if args.eval_timeout is not None:
+        opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
+    broken = check_requests(tasks, opts)
+    for t in broken:  # reported as harness errors; the other tasks run
+        err(f"geak: harness error, not run: {t.error}")
+    if broken:
+        err("  what to do: fix the file, or leave it out with --tasks")
+    return settings, tasks, notes, broken, opts
+
+
+def _run(args, runner, tasks, settings: Settings, opts, out: Path):
     jobs = args.jobs or (args.workers if settings.strategy == "none" else 1)
     cache = BaselineCache(Path(args.baseline_cache) if args.baseline_cache else default_cache())
-    for n in notes:
-        _err(f"note: {n}")
-    formats = sorted({t.format for t in runnable})
-    _err(f"geak bench: {len(runnable)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
-         f"run directory {out}" + (f"; {len(broken)} more not run (harness errors)" if broken else ""))
     try:
-        bench = Bench(runner, runnable, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache,
+        bench = Bench(runner, tasks, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache,
                       time_budget_s=args.time_budget)
         if bench.state.stale:
-            _err(f"note: {bench.state.path} was made with other settings: every task runs again")
+            err(f"note: {bench.state.path} was made with other settings: every task runs again")
         records, _ = bench.run()
         try:
             device = bench.device()
@@ -168,32 +191,33 @@ def run_bench(args) -> int:
             device = None
     finally:
         runner.close()
-    # Tasks whose files do not fit their format are harness errors in the report, in suite order.
-    done = {r.name: r for r in records}
-    done.update({t.name: TaskRecord(t.name, t.format, t.symbol, t.rel, t.digest, error=t.error) for t in broken})
-    records = [done[t.name] for t in tasks if t.name in done]
+    return bench, records, device
+
+
+def _document(records, settings: Settings, device, suite: Path, notes: list[str], ks, not_started: list[str]) -> dict:
     command = "geak bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""
-    if bench.not_started:
-        notes = notes + [f"incomplete: the time budget was spent before {len(bench.not_started)} task(s) "
-                         f"started ({', '.join(bench.not_started[:8])}{' ...' if len(bench.not_started) > 8 else ''}); "
+    if not_started:
+        notes = notes + [f"incomplete: the time budget was spent before {len(not_started)} task(s) "
+                         f"started ({', '.join(not_started[:8])}{' ...' if len(not_started) > 8 else ''}); "
                          "run again with --resume"]
     doc = document(records, settings, device, str(suite), notes, ks, command)
-    doc["incomplete"] = list(bench.not_started)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    _err(summary_text(doc))
+    doc["incomplete"] = list(not_started)
+    return doc
+
+
+def _write_outputs(args, doc: dict) -> None:
     if args.report:
-        from .report import markdown, plot
+        from ..bench.report import markdown, plot
         rp = Path(args.report)
         png = rp.with_suffix(".png")
         try:
             drew = plot(doc, png)
         except ImportError:
             drew = False
-            _err("note: no plot: matplotlib is not installed (pip install -e '.[bench]')")
+            err("note: no plot: matplotlib is not installed (pip install -e '.[bench]')")
         rp.parent.mkdir(parents=True, exist_ok=True)
         rp.write_text(markdown(doc, png.name if drew else None), encoding="utf-8")
-        _err(f"wrote {rp}" + (f" and {png}" if drew else " (no plot: nothing was timed)"))
+        err(f"wrote {rp}" + (f" and {png}" if drew else " (no plot: nothing was timed)"))
     if args.json:
         text = json.dumps(doc, indent=1)
         if args.json == "-":
@@ -201,10 +225,13 @@ def run_bench(args) -> int:
         else:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(text, encoding="utf-8")
-            _err(f"wrote {args.json}")
+            err(f"wrote {args.json}")
+
+
+def _exit_code(records, bench: Bench) -> int:
     unavailable = [r for r in records if r.error]
     if unavailable and len(unavailable) == len(records):
-        _err(f"geak: {unavailable[0].error}")
+        err(f"geak: {unavailable[0].error}")
         return EXIT_BAD_INPUT
     if bench.not_started:
         return EXIT_UNVERIFIED

@@ -1,0 +1,352 @@
+"""``geak optimize PATH::SYMBOL [--strategy tune|llm]``: search for a faster verified version of
+a target (``agent.optimize``) and say what was found; ``--out`` writes it, ``--json`` prints the
+strategy's report.
+
+Only a result verified faster than the original is offered (exit 0); otherwise "no verified
+improvement" (exit 1). Bad usage or input, an original that fails its own check, a provider
+that cannot be set up: exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Optional
+
+from runner.config import ConfigError, phase_limits, project_options
+from runner.runners import open_runner
+from runner.schema import EvalRequest, ErrorInfo, to_dict, to_json
+from runner.source import SourceError, build_request, find_project_root, parse_spec
+
+from ..console import Bar, Ticker
+from ..llm.session import LLMSettings
+from ..optimize import OptimizeSettings, optimize
+from ..outcome import Outcome
+from ..progress import Progress
+from ..render import diff_text, iteration_status, render_eval, render_llm, render_tune, step_line
+from ..tune.strategy import TuneSettings
+from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, tell_source_error
+
+
+class UsageError(Exception):
+    pass
+
+
+def add_arguments(o: argparse.ArgumentParser) -> None:
+    o.add_argument("target", metavar="PATH::SYMBOL")
+    o.add_argument("--strategy", choices=["tune", "llm"], default="tune")
+    o.add_argument("--arch", default=None, metavar="ARCH",
+                   help="target GPU for the compile report and limits: sm_80, sm_90, gfx90a, gfx942 "
+                        "(default: the runner's GPU, else sm_90)")
+    o.add_argument("--runner", default=None, metavar="local|URL")
+    o.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
+    o.add_argument("--max-configs", type=int, default=48, help="configs to evaluate at most (default 48)")
+    o.add_argument("--trials", type=int, default=2, help="fresh seeded inputs per case and config")
+    o.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    o.add_argument("--emit", choices=["constants", "autotune"], default="constants",
+                   help="how the tuned file says it: the best config written into the launch "
+                        "(default), or an @triton.autotune holding the best config per input shape")
+    o.add_argument("--key", metavar="ARG,ARG",
+                   help="with --emit autotune: the kernel arguments the choice is keyed on "
+                        "(default: its integer size arguments, strides left out)")
+    o.add_argument("--out", metavar="FILE", help="write the target file with the best config to FILE")
+    o.add_argument("--preview", action="store_true",
+                   help="show the edit as a diff (on stderr) without writing it; without a GPU, the "
+                        "untimed edit (see --untimed)")
+    o.add_argument("--untimed", action="store_true",
+                   help="with --out, when nothing could be timed (no GPU): write the untimed edit, an "
+                        "@triton.autotune over the original and verified-correct configs, for a GPU to "
+                        "choose from at run time")
+    o.add_argument("--eval-timeout", dest="eval_timeout", type=float, metavar="S",
+                   help="time limit in seconds for each phase of every evaluation (import, run, timing); "
+                        "default from [tool.geak.limits]: 120, 300, 300")
+    o.add_argument("--json", action="store_true", help="print the optimize report as JSON on stdout")
+    add_llm_arguments(o)
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The GEAK loop's options. Their defaults are ``LLMSettings``'s, applied in ``llm_settings``
+    so that ``--resume`` can tell what the command line gave from what the run recorded."""
+    g = parser.add_argument_group("--strategy llm (the GEAK loop; keys only from OPENAI_API_KEY / "
+                                  "ANTHROPIC_API_KEY, base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL)")
+    g.add_argument("--provider", choices=["openai", "anthropic"],
+                   help="openai (also any OpenAI-compatible server: vLLM, Ollama, LM Studio) or anthropic")
+    g.add_argument("--model", metavar="M", help="model name, as the provider knows it")
+    g.add_argument("--iterations", type=int, metavar="N", help="sequential iterations (default 5)")
+    g.add_argument("--parallel", type=int, metavar="K", help="candidates per iteration, generated "
+                   "concurrently and evaluated as one batch (default 1)")
+    g.add_argument("--base-url", metavar="URL", help="the provider's endpoint (OpenAI-compatible: "
+                   "ends in /v1; Anthropic: without /v1); default from the environment")
+    g.add_argument("--budget-tokens", type=int, metavar="N",
+                   help="stop the run cleanly once N tokens (input + output) are spent")
+    g.add_argument("--target-speedup", type=float, metavar="X",
+                   help="stop early once a verified candidate is X times faster")
+    g.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: the model's)")
+    g.add_argument("--max-tokens", type=int, metavar="N", help="longest answer per call (default 8192)")
+    g.add_argument("--timeout", type=float, metavar="S", help="seconds per model call (default 300)")
+    g.add_argument("--retries", type=int, metavar="N",
+                   help="SDK retries of a failed call (rate limit, server error; default 2)")
+    g.add_argument("--fix-attempts", type=int, metavar="N",
+                   help="failed attempts in a row on one line of attack before it is dropped and the "
+                        "loop restarts from the best verified candidate (default 3)")
+    g.add_argument("--corpus", metavar="DIR", help="more Triton kernels for one-shot retrieval "
+                   "(besides the project's examples/ and benchmarks/)")
+    g.add_argument("--instruction", metavar="TEXT", help="what to optimize for, in words (default: speed)")
+    g.add_argument("--run-dir", metavar="DIR", help="where runs are written (default .geak/runs)")
+    g.add_argument("--resume", metavar="DIR", help="go on with the run in DIR (its settings, unless "
+                   "given again here; --iterations is the new total)")
+
+
+def llm_settings(args, recorded: dict) -> LLMSettings:
+    """The command line over what a resumed run recorded, over the defaults; checked."""
+    import dataclasses
+
+    from ..llm.providers import PROVIDERS
+    given = {}
+    for f in dataclasses.fields(LLMSettings):
+        v = getattr(args, f.name, None)
+        given[f.name] = v if v is not None else recorded.get(f.name, f.default)
+    s = LLMSettings(**given)
+    if s.provider not in PROVIDERS:
+        raise UsageError("--strategy llm needs --provider openai or --provider anthropic")
+    if not s.model:
+        raise UsageError("--strategy llm needs --model (e.g. --model gpt-4.1, or the model name your "
+                         "OpenAI-compatible server serves)")
+    for k in ("iterations", "parallel", "max_tokens", "fix_attempts"):
+        if getattr(s, k) < 1:
+            raise UsageError(f"--{k.replace('_', '-')} must be at least 1")
+    if s.retries < 0:
+        raise UsageError("--retries must be 0 or more")
+    if s.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if s.budget_tokens is not None and s.budget_tokens < 1:
+        raise UsageError("--budget-tokens must be at least 1")
+    if s.temperature is not None and not 0 <= s.temperature <= 2:
+        raise UsageError("--temperature must be between 0 and 2")
+    if s.target_speedup is not None and s.target_speedup <= 1:
+        raise UsageError("--target-speedup must be above 1 (e.g. 1.5)")
+    if s.corpus and not Path(s.corpus).is_dir():
+        raise UsageError(f"--corpus {s.corpus}: no such directory")
+    return s
+
+
+# --------------------------------------------------------------------------- what to optimize
+
+
+def _tune_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
+    from ..tune.knobs import find_launch_sites
+    if args.max_configs < 1 or args.trials < 1:
+        raise ConfigError("--max-configs and --trials must be at least 1")
+    if args.untimed and not args.out:
+        raise ConfigError("--untimed goes with --out FILE (it says what to write there); --preview shows it")
+    path, _ = parse_spec(args.target)
+    root = find_project_root(Path(path))
+    req, _, _ = build_request(args.target, None, _options(args, root), root=root)
+    if not find_launch_sites(req.files[req.target.path], req.target.symbol):
+        where = req.target.path
+        raise SourceError(ErrorInfo(
+            kind="bad_request", side="reference", file=where,
+            message=f"{req.target} launches no Triton kernel defined in {where}, so there is no launch "
+                    "setting for --strategy tune (the default) to search",
+            hint=f"to have a model write a Triton kernel for it: geak optimize {args.target} --strategy llm "
+                 "--provider openai|anthropic --model M (the key from OPENAI_API_KEY or ANTHROPIC_API_KEY); "
+                 "for a kernel launched from another file, name that file's wrapper"))
+    key = [k.strip() for k in args.key.split(",") if k.strip()] if args.key else None
+    tune = TuneSettings(max_configs=args.max_configs, trials=args.trials, emit=args.emit, key=key,
+                        untimed_edit=bool(args.preview or args.untimed))
+    return req, root, OptimizeSettings(arch=args.arch, root=root, tune=tune)
+
+
+def _llm_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
+    from ..llm.rundir import RunDir
+    if args.preview or args.untimed:
+        raise UsageError("--preview and --untimed are for --strategy tune")
+    run, recorded = None, {}
+    if args.resume:
+        run = RunDir(Path(args.resume))
+        recorded = run.read_config()
+    s = llm_settings(args, recorded)
+    path, sym = parse_spec(args.target)
+    if run is None:
+        root = find_project_root(Path(path))
+        base, _, _ = build_request(args.target, None, _options(args, root), root=root)
+    else:
+        base = run.read_request()
+        if recorded.get("target") not in (args.target, f"{base.target.path}::{sym}", str(base.target)):
+            raise UsageError(f"--resume {args.resume} is a run for {recorded.get('target')}, not {args.target}")
+        root = Path(recorded.get("root") or find_project_root(Path(path)))
+        base.options = _options(args, root)
+    return base, root, OptimizeSettings(arch=args.arch, root=root, llm=s, resume=run.path if run else None,
+                                        run_dir=Path(args.run_dir) if args.run_dir else None)
+
+
+def _options(args, root: Path):
+    opts = project_options(root)
+    opts.device = args.device
+    if args.strategy == "llm" and args.trials is not None:
+        if args.trials < 1:
+            raise UsageError("--trials must be at least 1")
+        opts.trials = args.trials
+    if args.eval_timeout is not None:
+        opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
+    return opts
+
+
+def _check_arch(arch: Optional[str]) -> None:
+    from runner.aot import ARCHS
+    if arch and arch not in ARCHS:
+        raise ConfigError(f"unknown arch '{arch}': use one of {', '.join(sorted(ARCHS))}")
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class Watch:
+    """The optimization's progress on stderr: tickers while the tuner works; for the GEAK loop,
+    a line per attempt and a bar of iterations."""
+
+    def __init__(self, strategy: str, target: str, limits):
+        self.strategy, self.target, self.limits = strategy, target, limits
+        self.ticker: Optional[Ticker] = None
+        self.bar = Bar(1)
+
+    def __call__(self, p: Progress) -> None:
+        if self.strategy == "tune":
+            self._tune(p)
+        elif p.stage in ("original", "search"):
+            err(p.message)
+        elif p.stage == "step":
+            self.bar.line(step_line(p.step))
+        elif p.stage == "iteration":
+            self.bar.total = max(1, p.total or 1)
+            self.bar.bar(p.done, iteration_status(p))
+
+    def _tune(self, p: Progress) -> None:
+        if p.stage == "original":
+            self._tick(f"checking the original {self.target}")
+        elif p.stage == "search":
+            self.stop()
+            err(p.message)
+            self._tick(f"tuning {self.target}")
+        elif p.stage == "untimed":
+            self._tick("checking the untimed edit")
+
+    def _tick(self, what: str) -> None:
+        self.stop()
+        self.ticker = Ticker(what, self.limits, "--eval-timeout").__enter__()
+
+    def stop(self) -> None:
+        if self.ticker is not None:
+            self.ticker.__exit__(None, None, None)
+            self.ticker = None
+
+    def close(self) -> None:
+        self.stop()
+        self.bar.close()
+
+
+def run(args, runner=None) -> int:
+    """``geak optimize``. ``runner``: given (tests), else opened from ``--runner``."""
+    from ..llm.providers import ProviderError
+    from ..llm.rundir import RunDirError
+    own = runner is None
+    try:
+        req, root, settings = (_llm_request if args.strategy == "llm" else _tune_request)(args)
+        _check_arch(args.arch)
+        if own:
+            runner = open_runner(args.runner, args.device, args.workers)
+    except SourceError as e:
+        tell_source_error(e)
+        return EXIT_BAD_INPUT
+    except (ConfigError, UsageError, RunDirError) as e:
+        err(f"geak: {e}")
+        return EXIT_BAD_INPUT
+    watch = Watch(args.strategy, str(req.target), req.options.limits)
+    try:
+        outcome = optimize(req, args.strategy, runner, settings, watch)
+    except ProviderError as e:
+        err(f"geak: {e.message}")
+        return EXIT_BAD_INPUT
+    except ValueError as e:
+        err(f"geak: {e}")
+        return EXIT_BAD_INPUT
+    finally:
+        watch.close()
+        if own:
+            runner.close()
+    if outcome.original_fails:
+        return _original_fails(outcome, req)
+    return (_report_llm if args.strategy == "llm" else _report_tune)(args, req, outcome)
+
+
+def _original_fails(outcome: Outcome, req: EvalRequest) -> int:
+    base = outcome.baseline
+    err(render_eval(base, str(req.target), None))
+    if base.error and base.error.kind == "runner_unavailable":
+        return exit_code(base)
+    err("geak: the original does not pass its own check; fix it first")
+    return EXIT_BAD_INPUT
+
+
+def _report_llm(args, req: EvalRequest, outcome: Outcome) -> int:
+    report = outcome.report
+    err(render_llm(report))
+    if report.improved and args.out:
+        Path(args.out).write_text(report.source, encoding="utf-8")
+        err(f"wrote {args.out}")
+    if args.json:
+        print(to_json(report, indent=2))
+    if outcome.stopped == "provider":
+        return EXIT_BAD_INPUT
+    return EXIT_OK if report.improved else EXIT_UNVERIFIED
+
+
+def _report_tune(args, req: EvalRequest, outcome: Outcome) -> int:
+    report = outcome.report
+    err(render_tune(report))
+    untimed = (outcome.untimed_edit, outcome.untimed_note) if outcome.untimed_note else None
+    if args.preview:
+        _preview(req, report, untimed)
+    if args.out:
+        _write_out(args, report, untimed)
+    if args.json:
+        doc = to_dict(report)
+        if outcome.untimed_edit:
+            doc["untimed_source"] = outcome.untimed_edit
+        print(json.dumps(doc, indent=2))
+    return EXIT_OK if report.improved else EXIT_UNVERIFIED
+
+
+def _preview(req: EvalRequest, report, untimed) -> None:
+    text, path = req.files[req.target.path], req.target.path
+    if report.improved:
+        err("preview of the edit (--out FILE writes it):\n" + diff_text(text, report.source, path))
+    elif untimed and untimed[0]:
+        err(f"preview of the untimed edit ({untimed[1]}; --untimed --out FILE writes it):\n"
+            + diff_text(text, untimed[0], path))
+    else:
+        err("preview: no edit to show: " + (untimed[1] if untimed else "no config was verified faster"))
+
+
+def _write_out(args, report, untimed) -> None:
+    if report.improved:
+        Path(args.out).write_text(report.source, encoding="utf-8")
+        err(f"wrote {args.out}")
+        return
+    if args.untimed and untimed and untimed[0]:
+        Path(args.out).write_text(untimed[0], encoding="utf-8")
+        err(f"wrote {args.out}: {untimed[1]}")
+        return
+    if report.timed:
+        why = "no config was verified faster than the original"
+    elif not report.trials:
+        why = report.message
+    elif args.untimed:
+        why = "nothing could be timed here, and there is no untimed edit: " + (untimed[1] if untimed else "")
+    else:
+        why = ("nothing could be timed here (timing needs a GPU), so no config is known to be faster; "
+               + ("--preview shows the untimed edit (an @triton.autotune over the original and verified "
+                  "configs, for a GPU to choose from) and " if not args.preview else "")
+               + "--untimed --out FILE writes the untimed edit")
+    err(f"geak: wrote nothing to {args.out}: {why}")

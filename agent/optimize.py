@@ -1,0 +1,108 @@
+"""Optimize a target: the one entry for the CLI, the benchmark harness and the language server.
+
+    outcome = optimize(request, "tune" | "llm", runner, OptimizeSettings(...), on_progress)
+
+1. The original is checked against itself first: every candidate is compared with it, so it
+   must pass its own inputs. If it does not, the outcome says so and nothing else runs.
+2. The strategy searches: ``tune`` (agent/tune: the launch settings of its Triton kernel) or
+   ``llm`` (agent/llm: the GEAK loop), every candidate through the same runner.
+3. The outcome offers a result only when it is verified faster than the original
+   (``EvalResult.verified_speedup``), or, for the GEAK loop with ``apply_untimed``, verified
+   correct where nothing can be timed, and labelled so.
+
+``on_progress`` gets a ``Progress`` at each stage and after each evaluated batch. Raises
+``ValueError`` for settings that cannot work (an unknown strategy or arch, a ``--key`` that is
+not an argument of the kernel) and ``ProviderError`` when the GEAK loop's provider cannot be
+set up (no key); nothing is evaluated then, except for ``--key``, which is checked against the
+kernel after the original's check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from runner.schema import EvalRequest
+
+from .llm.session import LLMSettings
+from .outcome import Outcome
+from .progress import Progress, Tracker
+from .tune.strategy import TuneSettings
+
+STRATEGIES = ("tune", "llm")
+
+
+@dataclass
+class OptimizeSettings:
+    arch: Optional[str] = None
+    """The target GPU (sm_80, sm_90, gfx90a, gfx942): compile reports and limits, the GEAK loop's
+    knowledge pack. None: the runner's GPU, else sm_90."""
+    root: Optional[Path] = None
+    """The project: the GEAK loop's corpus (its examples/ and benchmarks/) and .geak/runs."""
+    apply_untimed: bool = False
+    """The GEAK loop: where nothing can be timed, offer the first verified candidate, labelled so."""
+    tune: TuneSettings = field(default_factory=TuneSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    run_dir: Optional[Path] = None
+    """The GEAK loop: where its run directory is made (default ROOT/.geak/runs)."""
+    resume: Optional[Path] = None
+    """The GEAK loop: the run directory to go on with."""
+
+
+def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[OptimizeSettings] = None,
+             on_progress: Optional[Callable[[Progress], None]] = None) -> Outcome:
+    """Search for a faster verified version of ``request.target`` (a built request for the
+    target alone) with ``strategy`` on ``runner``."""
+    from runner.aot import ARCHS, DEFAULT_ARCH
+    s = settings or OptimizeSettings()
+    say = on_progress or (lambda p: None)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy '{strategy}': use one of {', '.join(STRATEGIES)}")
+    if s.arch and s.arch not in ARCHS:
+        raise ValueError(f"unknown arch '{s.arch}': use one of {', '.join(sorted(ARCHS))}")
+    provider = _provider(s) if strategy == "llm" else None
+    tracker = Tracker(runner)
+    say(Progress("original", f"checking the original {request.target} ..."))
+    baseline = runner.evaluate(request)
+    if not baseline.correct:
+        return Outcome(strategy=strategy, baseline=baseline,
+                       message=f"the original does not pass its own check: {baseline.message}")
+    if strategy == "tune":
+        from .tune import strategy as tuning
+        d = baseline.device
+        arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
+        return tuning.run(tracker, request, baseline, arch, s.tune, say)
+    return _geak_loop(tracker, request, baseline, provider, s, say)
+
+
+def _provider(s: OptimizeSettings):
+    from .llm.session import open_provider
+    return open_provider(s.llm)
+
+
+def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: OptimizeSettings,
+               say: Callable[[Progress], None]) -> Outcome:
+    from .llm.rundir import RunDir
+    from .llm.session import Session
+    session = Session(base=request, baseline=baseline, settings=s.llm, provider=provider,
+                      root=Path(s.root or Path.cwd()), arch=s.arch, run_dir=s.run_dir,
+                      run=RunDir(s.resume) if s.resume else None)
+    task, cfg = session.open()
+    say(runner.progress("search", session.describe(s.resume is not None, task, cfg), device=baseline.device,
+                        arch=s.arch, total=cfg.iterations))
+
+    def on_step(st) -> None:
+        say(runner.progress("step", st.id, step=st, done=st.iteration, total=cfg.iterations))
+
+    def on_iteration(it: int, steps) -> None:
+        from .llm.optimizer import choose, verified
+        best = choose(steps)
+        p = Progress("iteration", "", evaluated=len(steps), verified=len(verified(steps)),
+                     best_speedup=best.result.speedup if best else None, done=it + 1, total=cfg.iterations,
+                     tokens=session.usage.total)
+        p.message = f"iteration {it + 1}/{cfg.iterations}: {p.verified} of {p.evaluated} verified, {p.best_text}"
+        say(p)
+
+    report = session.loop(runner, task, cfg, on_step, on_iteration)
+    return session.outcome(report, s.apply_untimed)

@@ -1,0 +1,64 @@
+"""The tuner as a strategy of ``agent.optimize``: after the original's own check, tune the
+launch (``tuner.tune``) on the arch, and read its report as an ``Outcome``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from runner.schema import EvalRequest, EvalResult
+
+from ..outcome import Outcome, Tried
+from ..progress import Progress, Tracker
+from .tuner import TuneReport, tune
+
+
+@dataclass
+class TuneSettings:
+    max_configs: int = 48
+    """Configs to evaluate at most."""
+    trials: int = 2
+    """Fresh seeded inputs per case and config."""
+    emit: str = "constants"
+    """constants (the best config written into the launch) | autotune (an @triton.autotune)."""
+    key: Optional[list[str]] = None
+    """With ``emit="autotune"``: the kernel arguments the choice is keyed on."""
+    untimed_edit: bool = False
+    """Where nothing could be timed, also write the untimed ``@triton.autotune`` edit."""
+
+
+def config_text(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def tried_configs(report: TuneReport) -> list[Tried]:
+    """The configs that ran, then the ones the compile report pruned unrun."""
+    out = [Tried(label=config_text(t.config), verdict="verified" if t.correct else t.status, correct=t.correct,
+                 speedup=t.speedup, message=t.pruned or t.message, case_speedups=dict(t.case_speedups),
+                 chosen=report.source is not None and report.best == t.config)
+           for t in report.trials]
+    out += [Tried(label=config_text(t.config), verdict="pruned", message=t.pruned or t.message)
+            for t in report.screened]
+    return out
+
+
+def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, s: TuneSettings,
+        say: Callable[[Progress], None]) -> Outcome:
+    d = baseline.device
+    gpu = bool(d and d.is_gpu and baseline.timing)
+    runner.on_batch = lambda results: say(runner.progress(
+        "batch", f"tuning batch {runner.batches}: {runner.evaluated} config(s) evaluated, {runner.verified} "
+                 "verified so far", done=runner.evaluated, total=s.max_configs))
+    say(runner.progress("search", f"tuning {request.target} for {arch} on {d.name if d else 'the runner'} ...",
+                        device=d, arch=arch, total=s.max_configs))
+    report = tune(runner, request, arch, max_configs=s.max_configs, trials_per_case=s.trials, timed=gpu,
+                  emit=s.emit, key=s.key)
+    out = Outcome(strategy="tune", baseline=baseline, report=report, timed=report.timed or gpu,
+                  message=report.message, notes=list(report.notes), tried=tried_configs(report))
+    if report.improved and report.confirmation is not None:
+        out.source, out.result, out.speedup = report.source, report.confirmation, report.best_speedup
+    if s.untimed_edit and not report.improved and not report.timed and report.trials:
+        from .untimed import untimed_edit
+        say(runner.progress("untimed", "checking the untimed edit"))
+        out.untimed_edit, out.untimed_note = untimed_edit(runner, request, report, s.key)
+    return out
