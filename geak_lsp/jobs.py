@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .strategies import Cancelled, JobContext
@@ -45,14 +46,22 @@ class Job:
     title: str = ""
     settings: Any = None
     """The ``Settings`` in force when the job was started (later changes do not affect it)."""
+    root: Optional[Path] = None
+    """The project the job runs in, and the document's path in it."""
+    rel: str = ""
+    merge: Any = None
+    """The ``edits.Merge`` of the result into the job's text, once it is ready to offer."""
+    edit_failures: list = field(default_factory=list)
+    """Why the result could not be offered as an edit (``strategies.Failure``)."""
 
 
 class JobManager:
     def __init__(self, max_jobs: int = 2,
                  on_progress: Callable[[Job, str, Optional[int]], None] = lambda j, m, p: None,
-                 on_done: Callable[[Job, Any, Optional[BaseException]], None] = lambda j, r, e: None):
+                 on_done: Callable[[Job, Any, Optional[BaseException]], None] = lambda j, r, e: None,
+                 on_start: Callable[[Job], None] = lambda j: None):
         self.max_jobs = max_jobs
-        self.on_progress, self.on_done = on_progress, on_done
+        self.on_progress, self.on_done, self.on_start = on_progress, on_done, on_start
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_jobs, thread_name_prefix="geak-job")
         self.jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
@@ -84,6 +93,7 @@ class JobManager:
             if job.ctx.cancelled:
                 return
             job.state = "running"
+            self.on_start(job)
             try:
                 result = work(job)
             except Cancelled:

@@ -29,9 +29,9 @@ from .documents import apply_change
 
 log = logging.getLogger("geak_lsp")
 
-EXPERIMENTAL = {"geakResults": True, "geakJobEnd": True}
+EXPERIMENTAL = {"geakResults": True, "geakJobEnd": True, "geakJobStatus": True}
 """What the server offers besides LSP (``ServerCapabilities.experimental``): the geak.results
-command, and, for a client that declares geakJobEnd, the geak/jobEnd notification."""
+command, and, for a client that declares them, the geak/jobEnd and geak/jobStatus notifications."""
 
 
 @dataclass

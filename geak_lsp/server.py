@@ -5,7 +5,7 @@
     targets.py      syntax-tree discovery of kernels, wrappers, PyTorch functions and modules
     actions.py      code actions (Optimize / Benchmark with GEAK, Add GEAK inputs, Apply GEAK result)
     jobs.py         jobs off the event loop, a limit, cancellation
-    strategies.py   what a job does: benchmark, the tuner, the GEAK loop (agent/)
+    strategies.py   what a job does: benchmark, or optimize through agent.optimize
     edits.py        a result module -> span edits of the document
     diagnostics.py  findings per target, marked stale when the code changes
     hover.py        the last measurement of a kernel or wrapper
@@ -31,7 +31,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from lsprotocol import types as t
 from pygls import uris
@@ -46,7 +46,10 @@ from .jobs import Job, JobManager
 from .protocol import GeakProtocol
 from .settings import Settings
 from .store import RunRecord, Store, case_records, device_name, record_from_result
-from .strategies import Outcome, confirm
+from .strategies import Failure, candidate_records, confirm, failures
+
+if TYPE_CHECKING:
+    from agent.outcome import Outcome
 from .targets import TargetCache, find_targets
 
 log = logging.getLogger("geak_lsp")
@@ -81,7 +84,7 @@ class GeakServer(LanguageServer):
                                    on_ready=self.on_changed)
         self.diags = Diagnostics()
         self.pending: dict[str, Pending] = {}
-        self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done)
+        self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done, self._job_started)
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self._stores: dict[Path, Store] = {}
         self._roots: dict[str, tuple[Path, str]] = {}
@@ -91,8 +94,9 @@ class GeakServer(LanguageServer):
         self._shown_problems: list[str] = []
         self.client_features: set[str] = set()
         """Custom client features from ``capabilities.experimental`` (the VS Code extension's):
-        ``geakShowResults`` (it has a geak.showResults command) and ``geakJobEnd`` (it shows the
-        end of each job itself, from the geak/jobEnd notification)."""
+        ``geakShowResults`` (it has a geak.showResults command), ``geakJobEnd`` (it shows the
+        end of each job itself, from the geak/jobEnd notification) and ``geakJobStatus`` (it
+        reads each job's status as numbers, from the geak/jobStatus notification)."""
 
     # ------------------------------------------------------------------ messages
 
@@ -223,6 +227,7 @@ class GeakServer(LanguageServer):
                 fut.add_done_callback(lambda f, jid=job.id: f.cancelled() and self.cancel_job(jid, "from the progress bar"))
         self.log(f"GEAK: {job.id} started: {kind} {name} ({job.symbol}) in {uri}")
         self.jobs.submit(job, self._work)
+        self._job_status(job)
         return {"job": job.id, "token": job.token}
 
     def cancel_job(self, job_id: str, how: str = "") -> bool:
@@ -231,166 +236,143 @@ class GeakServer(LanguageServer):
             return False
         if job.token:
             self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message="cancelled"))
+        self._job_status(job)
         self.log(f"GEAK: {job.id} cancelled {how}".rstrip())
         return True
 
     def _job_progress(self, job: Job, message: str, percentage: Optional[int]) -> None:
         def send():
-            if job.token and job.state in ("queued", "running"):
-                self.work_done_progress.report(job.token, t.WorkDoneProgressReport(
-                    message=message, percentage=percentage))
+            if job.state in ("queued", "running"):
+                if job.token:
+                    self.work_done_progress.report(job.token, t.WorkDoneProgressReport(
+                        message=message, percentage=percentage))
+                self._job_status(job)
         self.from_thread(send)
 
-    def _job_done(self, job: Job, outcome: Optional[Outcome], exc: Optional[BaseException]) -> None:
+    def _job_started(self, job: Job) -> None:
+        self.from_thread(self._job_status, job)
+
+    def _job_status(self, job: Job) -> None:
+        """geak/jobStatus: where a job stands, as numbers (state, stage, counts, the best verified
+        speedup), for a client that declares geakJobStatus; sent at each change."""
+        if "geakJobStatus" in self.client_features:
+            self.protocol.notify("geak/jobStatus", {
+                "job": job.id, "token": job.token, "uri": job.uri, "name": job.name, "kind": job.kind,
+                "state": job.state, **job.ctx.status()})
+
+    def _job_done(self, job: Job, outcome: Optional["Outcome"], exc: Optional[BaseException]) -> None:
         self.from_thread(lambda: asyncio.ensure_future(self._finish(job, outcome, exc)))
 
     # The job thread --------------------------------------------------------
 
-    def _work(self, job: Job) -> Outcome:
-        from runner.config import ConfigError, options_from_settings, project_settings
+    def _work(self, job: Job) -> "Outcome":
         from runner.source import SourceError, build_request
         from . import strategies
         s: Settings = job.settings
-        root, rel = self.project(job.uri)
+        job.root, job.rel = self.project(job.uri)
         try:
-            opts = options_from_settings(project_settings(root), f"{root / 'pyproject.toml'} [tool.geak]")
-        except ConfigError as e:
-            raise UserFacing(f"GEAK: {e}") from None
-        opts.device = s.device
-        opts.trials = s.trials
-        overrides = {rel: job.text}
-        for d in list(self.workspace.text_documents.values()):
-            if d.uri != job.uri:
-                try:
-                    r2, p2 = self.project(d.uri)
-                    if r2 == root:
-                        overrides[p2] = d.source
-                except (UserFacing, ValueError):
-                    pass
-        try:
-            req, info, _ = build_request(f"{root / rel}::{job.symbol}", None, opts, root=root,
-                                         overrides=overrides, cwd=root)
+            req, info, _ = build_request(f"{job.root / job.rel}::{job.symbol}", None, self._options(job),
+                                         root=job.root, overrides=self._overrides(job), cwd=job.root)
         except SourceError as e:
             raise UserFacing(f"GEAK: {e.info.message}" + (f" — {e.info.hint}" if e.info.hint else "")) from None
         runner = self.runner_for(s)
         job.ctx.check()
         if job.kind == "benchmark":
             out = strategies.benchmark(runner, req, s, job.ctx)
-        elif s.effective_strategy == "llm":
-            out = strategies.llm(runner, req, s, job.ctx, root)
         else:
-            out = strategies.tune(runner, req, s, job.ctx)
-        out.root, out.rel = root, rel
+            out = strategies.optimize_target(runner, req, s, job.ctx, job.root)
         if out.source:
             self._prepare_edit(job, out, runner, req)
         return out
 
-    def _prepare_edit(self, job: Job, out: Outcome, runner, req) -> None:
+    def _options(self, job: Job):
+        """The project's options with the editor's device and trials."""
+        from runner.config import ConfigError, project_options
+        try:
+            opts = project_options(job.root)
+        except ConfigError as e:
+            raise UserFacing(f"GEAK: {e}") from None
+        opts.device = job.settings.device
+        opts.trials = job.settings.trials
+        return opts
+
+    def _overrides(self, job: Job) -> dict[str, str]:
+        """The job's text, and the unsaved text of the project's other open documents."""
+        overrides = {job.rel: job.text}
+        for d in list(self.workspace.text_documents.values()):
+            if d.uri != job.uri:
+                try:
+                    r2, p2 = self.project(d.uri)
+                    if r2 == job.root:
+                        overrides[p2] = d.source
+                except (UserFacing, ValueError):
+                    pass
+        return overrides
+
+    def _prepare_edit(self, job: Job, out: "Outcome", runner, req) -> None:
         """Merge the result into the text the job started from; if that text is not exactly
-        what was verified, verify it as it will be written."""
+        what was verified, verify it as it will be written (and, when it was timed, it must
+        still be verified faster)."""
         try:
             m = merge(job.text, out.source)
         except MergeError as e:
-            out.failures.append(_failure("the edit", str(e)))
+            job.edit_failures.append(Failure("the edit", str(e)))
             out.source = None
             return
         if m.text.rstrip("\n") != out.source.rstrip("\n"):
-            r = confirm(runner, req, m.text, job.ctx, out.speedup is not None)
+            r = confirm(runner, req, m.text, job.ctx)
             if not r.correct:
-                out.failures.append(_failure("the edit (the result merged into your file)", r.message))
+                job.edit_failures.append(Failure("the edit (the result merged into your file)", r.message))
                 out.message += "; but the result merged into your file failed verification, so it is not offered"
                 out.source = None
                 return
             if out.speedup is not None:
-                sp = r.timing.speedup if r.timing else None
-                if sp is None or sp <= 1.01:
+                sp = r.verified_speedup()
+                if sp is None:
                     out.message += "; merged into your file it was not faster, so it is not offered"
                     out.source = None
                     return
                 out.speedup = sp
-        out.merge = m
+        job.merge = m
 
     # Back on the loop --------------------------------------------------------
 
-    async def _finish(self, job: Job, out: Optional[Outcome], exc: Optional[BaseException]) -> None:
+    async def _finish(self, job: Job, out: Optional["Outcome"], exc: Optional[BaseException]) -> None:
         try:
-            await self._finish_inner(job, out, exc)
+            if exc is not None:
+                self._failed(job, exc)
+            else:
+                await self._finished(job, out)
         except Exception as e:  # noqa: BLE001 - never let a job's end take the server down
             log.exception("finishing %s", job.id)
             self.tell(f"GEAK: {job.id} ended with an internal error: {e}", t.MessageType.Error)
         finally:
+            self._job_status(job)
             self.jobs.forget_finished()
 
-    async def _finish_inner(self, job: Job, out: Optional[Outcome], exc: Optional[BaseException]) -> None:
-        if exc is not None:
-            what = "optimizing" if job.kind == "optimize" else "benchmarking"
-            text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {what} {job.name} failed: {exc}"
-            if not isinstance(exc, UserFacing):
-                self.log(getattr(exc, "__geak_traceback__", ""), t.MessageType.Error)
-            if job.token:
-                self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=text))
-            if "geakJobEnd" in self.client_features:
-                self.log(text, t.MessageType.Warning)
-                self._job_end(job, "error", text, results=False)
-            else:
-                self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
-            self.diags.set(job.uri, job.name, [Finding(job.name, job.source_hash, WARN, text, "error")])
-            self.publish(job.uri)
-            return
-        assert out is not None
-        root, rel = out.root, out.rel
-        base = out.baseline
-        found0 = find_targets(job.text)
-        tgt = found0.by_name(job.symbol)
-        if base is not None:
-            self.store(root).put(record_from_result(base, rel, job.symbol, job.source_hash, job.kind,
-                                                    tgt.kernels if tgt else []))
+    def _failed(self, job: Job, exc: BaseException) -> None:
+        what = "optimizing" if job.kind == "optimize" else "benchmarking"
+        text = str(exc) if isinstance(exc, UserFacing) else f"GEAK: {what} {job.name} failed: {exc}"
+        if not isinstance(exc, UserFacing):
+            self.log(getattr(exc, "__geak_traceback__", ""), t.MessageType.Error)
+        if job.token:
+            self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=text))
+        if "geakJobEnd" in self.client_features:
+            self.log(text, t.MessageType.Warning)
+            self._job_end(job, "error", text, results=False)
+        else:
+            self.tell(text, t.MessageType.Warning if isinstance(exc, UserFacing) else t.MessageType.Error)
+        self.diags.set(job.uri, job.name, [Finding(job.name, job.source_hash, WARN, text, "error")])
+        self.publish(job.uri)
+
+    async def _finished(self, job: Job, out: "Outcome") -> None:
+        """Record the run, offer the result (applied, or kept as a code action), say the end."""
         findings = self._findings(job, out)
         outcome = findings[0].code if findings else "no-improvement"
-        m: Optional[Merge] = out.merge
-        result_hash = _hash_in(m.text, job) if m is not None and out.source else None
-        self.store(root).put_run(RunRecord(
-            path=rel, symbol=job.symbol, name=job.name, source_hash=job.source_hash, kind=job.kind,
-            strategy=out.strategy or job.kind, device=device_name(base.device if base is not None else None),
-            started_at=job.started, finished_at=time.time(), outcome=outcome, message=out.message,
-            speedup=out.speedup, original=case_records(base), candidates=out.candidates, notes=list(out.notes),
-            job=job.id, result_hash=result_hash))
-        end_msg = out.message
-        progress_open = bool(job.token)
-        if m is not None and out.source:
-            title = _apply_title(out)
-            if out.result is not None:  # what the result measured, for hovers once it is the code
-                self.store(root).put(record_from_result(out.result, rel, job.symbol, result_hash, "optimize",
-                                                        tgt.kernels if tgt else [], side="candidate"))
-            doc, found = await self.doc_targets(job.uri)
-            if doc.source == job.text:
-                # The editor may now show a preview and wait for the user: the job's work is done.
-                ready = "result ready: review it, then apply or discard"
-                if job.token and "geakJobEnd" in self.client_features:
-                    # This client says the outcome itself (geak/jobEnd), after the choice.
-                    self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=ready))
-                    progress_open = False
-                elif job.token:
-                    self.work_done_progress.report(job.token, t.WorkDoneProgressReport(message=ready, percentage=100))
-                applied = await self._apply(job.uri, doc.version, doc.source, m, title, out)
-                if applied:
-                    end_msg = f"applied: {out.message}"
-                    findings = [Finding(f.name, result_hash, f.severity, f.message, f.code) for f in findings]
-                else:
-                    self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
-                    findings.append(Finding(job.name, job.source_hash, INFO,
-                                            f"the edit was not applied; use '{title}' to apply it", "not-applied"))
-            else:
-                cur = found.by_name(job.name) if not found.syntax_error else None
-                if cur is not None and found.source_hash(cur) == job.source_hash:
-                    self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
-                    why = (f"not applied: the document changed while GEAK ran; '{title}' applies it "
-                           "to the current text")
-                else:
-                    why = (f"not applied: {job.name} changed while GEAK ran, so the result no longer "
-                           "matches it; run Optimize with GEAK again")
-                findings.append(Finding(job.name, job.source_hash, WARN, why, "not-applied"))
-                end_msg = why
+        result_hash = self._record(job, out, outcome)
+        end_msg, progress_open = out.message, bool(job.token)
+        if job.merge is not None and out.source:
+            end_msg, progress_open = await self._offer(job, out, findings, result_hash)
         if progress_open:
             self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=end_msg))
         if "geakJobEnd" in self.client_features:
@@ -402,6 +384,59 @@ class GeakServer(LanguageServer):
             self.log(f"GEAK: {job.id}: {n}")
         self.diags.set(job.uri, job.name, findings)
         self.publish(job.uri)
+
+    def _record(self, job: Job, out: "Outcome", outcome: str) -> Optional[str]:
+        """The measurements (for hovers) and the run (for the results view); returns the
+        target's source hash once the offered result is the code."""
+        store, base = self.store(job.root), out.baseline
+        tgt = find_targets(job.text).by_name(job.symbol)
+        kernels = tgt.kernels if tgt else []
+        if base is not None:
+            store.put(record_from_result(base, job.rel, job.symbol, job.source_hash, job.kind, kernels))
+        m = job.merge
+        result_hash = _hash_in(m.text, job) if m is not None and out.source else None
+        store.put_run(RunRecord(
+            path=job.rel, symbol=job.symbol, name=job.name, source_hash=job.source_hash, kind=job.kind,
+            strategy=out.strategy or job.kind, device=device_name(base.device if base is not None else None),
+            started_at=job.started, finished_at=time.time(), outcome=outcome, message=out.message,
+            speedup=out.speedup, original=case_records(base), candidates=candidate_records(out),
+            notes=list(out.notes), job=job.id, result_hash=result_hash))
+        if result_hash is not None and out.result is not None:  # what the result measured, once it is the code
+            store.put(record_from_result(out.result, job.rel, job.symbol, result_hash, "optimize", kernels,
+                                         side="candidate"))
+        return result_hash
+
+    async def _offer(self, job: Job, out: "Outcome", findings: list[Finding], result_hash: str) -> tuple[str, bool]:
+        """Apply the result if the document is still the job's text (the editor may ask the
+        user first); else keep it as the "Apply GEAK result" action while the target is
+        unchanged. Returns the job's end message and whether its progress is still open."""
+        title = _apply_title(out)
+        doc, found = await self.doc_targets(job.uri)
+        if doc.source != job.text:
+            cur = found.by_name(job.name) if not found.syntax_error else None
+            if cur is not None and found.source_hash(cur) == job.source_hash:
+                self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
+                why = f"not applied: the document changed while GEAK ran; '{title}' applies it to the current text"
+            else:
+                why = (f"not applied: {job.name} changed while GEAK ran, so the result no longer "
+                       "matches it; run Optimize with GEAK again")
+            findings.append(Finding(job.name, job.source_hash, WARN, why, "not-applied"))
+            return why, bool(job.token)
+        # The editor may now show a preview and wait for the user: the job's work is done.
+        ready, progress_open = "result ready: review it, then apply or discard", bool(job.token)
+        if job.token and "geakJobEnd" in self.client_features:
+            # This client says the outcome itself (geak/jobEnd), after the choice.
+            self.work_done_progress.end(job.token, t.WorkDoneProgressEnd(message=ready))
+            progress_open = False
+        elif job.token:
+            self.work_done_progress.report(job.token, t.WorkDoneProgressReport(message=ready, percentage=100))
+        if await self._apply(job.uri, doc.version, doc.source, job.merge, title, out):
+            findings[:] = [Finding(f.name, result_hash, f.severity, f.message, f.code) for f in findings]
+            return f"applied: {out.message}", progress_open
+        self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
+        findings.append(Finding(job.name, job.source_hash, INFO,
+                                f"the edit was not applied; use '{title}' to apply it", "not-applied"))
+        return out.message, progress_open
 
     def _job_end(self, job: Job, outcome: str, message: str, results: bool) -> None:
         """geak/jobEnd: one notification per finished job, for a client that shows it itself."""
@@ -445,7 +480,7 @@ class GeakServer(LanguageServer):
                             command=t.Command(title="Show GEAK results", command="geak.showResults",
                                               arguments=[{"uri": uri, "name": target.name}]))
 
-    def _findings(self, job: Job, out: Outcome) -> list[Finding]:
+    def _findings(self, job: Job, out: "Outcome") -> list[Finding]:
         h, name = job.source_hash, job.name
         base = out.baseline
         fs: list[Finding] = []
@@ -456,7 +491,7 @@ class GeakServer(LanguageServer):
         if base is None:  # the job could not start (e.g. the provider's setup): a problem to fix
             fs.append(Finding(name, h, WARN, f"GEAK ({out.strategy}): {out.message}", "error"))
             return fs
-        if out.kind == "benchmark":
+        if job.kind == "benchmark":
             fs.append(Finding(name, h, INFO, f"GEAK benchmark: {out.message}", "benchmark"))
             return fs
         if out.source and out.speedup is not None:
@@ -467,14 +502,15 @@ class GeakServer(LanguageServer):
             fs.append(Finding(name, h, INFO, f"GEAK ({out.strategy}): {out.message}", "not-timed"))
         else:
             fs.append(Finding(name, h, INFO, f"GEAK ({out.strategy}): {out.message}", "no-improvement"))
-        if out.failures:
-            shown = "; ".join(f"{f.what}: {f.reason[:200]}" for f in out.failures[:4])
-            more = f" (and {len(out.failures) - 4} more)" if len(out.failures) > 4 else ""
-            fs.append(Finding(name, h, WARN, f"GEAK: {len(out.failures)} candidate(s) failed: {shown}{more}",
+        failed = failures(out) + job.edit_failures
+        if failed:
+            shown = "; ".join(f"{f.what}: {f.reason[:200]}" for f in failed[:4])
+            more = f" (and {len(failed) - 4} more)" if len(failed) > 4 else ""
+            fs.append(Finding(name, h, WARN, f"GEAK: {len(failed)} candidate(s) failed: {shown}{more}",
                               "candidates-failed"))
         return fs
 
-    async def _apply(self, uri: str, version: Optional[int], text: str, m: Merge, title: str, out: Outcome) -> bool:
+    async def _apply(self, uri: str, version: Optional[int], text: str, m: Merge, title: str, out: "Outcome") -> bool:
         edit = self.workspace_edit(uri, version, text, m, title, out)
         try:
             res = await self.workspace_apply_edit_async(t.ApplyWorkspaceEditParams(edit=edit, label=title))
@@ -486,7 +522,7 @@ class GeakServer(LanguageServer):
         return bool(res.applied)
 
     def workspace_edit(self, uri: str, version: Optional[int], text: str, m: Merge, title: str,
-                       out: Optional[Outcome], confirm: bool = True) -> t.WorkspaceEdit:
+                       out: Optional["Outcome"], confirm: bool = True) -> t.WorkspaceEdit:
         lines = text.splitlines(keepends=True)
         plain = []
         for ed in m.edits:
@@ -550,12 +586,7 @@ class GeakServer(LanguageServer):
         self.publish(uri)
 
 
-def _failure(what: str, reason: str):
-    from .strategies import Failure
-    return Failure(what, reason)
-
-
-def _apply_title(out: Outcome) -> str:
+def _apply_title(out: "Outcome") -> str:
     if out.speedup is not None:
         return f"Apply GEAK result ({out.speedup:.2f}x faster)"
     return "Apply GEAK result (verified correct, not timed)"

@@ -1,24 +1,30 @@
-"""What a job does, off the event loop: benchmark a target, or optimize it with the tuner or the
-GEAK loop. Everything here runs in a job thread and talks to the editor only through the
-``JobContext`` (progress, cancellation).
+"""What a job does, off the event loop: benchmark a target, or optimize it through
+``agent.optimize`` (the tuner or the GEAK loop, exactly as ``geak optimize`` runs them, on the
+editor's text). Everything here runs in a job thread and talks to the editor only through the
+``JobContext``: progress in words, the job's status in numbers, cancellation.
 
-The runner is wrapped so that every batch reports progress (the evaluations done, how many were
-verified, the best verified speedup so far) and a cancelled job stops before its next
-evaluation starts; evaluations already running finish in the background and are discarded.
+The runner is wrapped so that a cancelled job stops before its next evaluation starts;
+evaluations already running finish in the background and are discarded. A job ends with the
+agent's ``Outcome`` (a benchmark too: the original's measurement as its baseline); the words it
+shows are the editor's own (``_worded``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from runner.schema import EvalOptions, EvalRequest, EvalResult, Target
+from runner.schema import EvalRequest, EvalResult
 
 from .settings import Settings
 from .store import CandidateRecord, CaseRecord, case_records
+
+if TYPE_CHECKING:  # the agent is imported in the job thread, on first use
+    from agent.outcome import Outcome
+    from agent.progress import Progress
 
 
 class Cancelled(Exception):
@@ -26,21 +32,20 @@ class Cancelled(Exception):
 
 
 class JobContext:
-    """The job's side of the editor: ``report`` progress, ask ``cancelled``."""
+    """The job's side of the editor: ``report`` progress, ask ``cancelled``; and the job's
+    status as numbers (``stage``, evaluated, verified, the best verified speedup, done of total)."""
 
     def __init__(self, report: Callable[[str, Optional[int]], None] = lambda m, p: None):
         self._report = report
         self._cancel = threading.Event()
+        self.stage = ""
+        self.message = ""
         self.best_speedup: Optional[float] = None
         self.evaluated = 0
         self.verified = 0
-        self.batches = 0
-        self.candidates = 0
-        self._verified_candidates = 0
-
-    def verified_candidates(self, results) -> int:
-        self._verified_candidates += sum(1 for r in results if r.correct)
-        return self._verified_candidates
+        self.done = 0
+        self.total: Optional[int] = None
+        self.percentage: Optional[int] = None
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -55,22 +60,34 @@ class JobContext:
 
     def report(self, message: str, percentage: Optional[int] = None) -> None:
         if not self._cancel.is_set():
+            self.message = message
+            self.percentage = percentage if percentage is not None else self.percentage
             self._report(message, percentage)
+
+    def update(self, p: "Progress") -> None:
+        """The numbers of an agent's ``Progress``."""
+        self.stage = p.stage
+        self.evaluated, self.verified = p.evaluated, p.verified
+        self.best_speedup = p.best_speedup if p.best_speedup is not None else self.best_speedup
+        self.done, self.total = p.done, p.total if p.total is not None else self.total
 
     def best_text(self) -> str:
         if self.best_speedup is not None:
             return f"best verified {self.best_speedup:.2f}x"
-        return "no verified speedup yet" + ("" if self.batches == 0 else " (nothing timed)" if self.verified else "")
+        return "no verified speedup yet" + (" (nothing timed)" if self.verified else "")
+
+    def status(self) -> dict:
+        return {"stage": self.stage, "message": self.message, "evaluated": self.evaluated,
+                "verified": self.verified, "done": self.done, "total": self.total,
+                "bestSpeedup": self.best_speedup, "percentage": self.percentage}
 
 
-class ObservedRunner:
-    """A runner that reports each batch to the job and stops when the job is cancelled."""
+class Cancellable:
+    """A runner that stops when the job is cancelled: before each batch, and for the local
+    runner before each evaluation of a batch (one at a time per worker)."""
 
-    def __init__(self, runner, ctx: JobContext, label: Callable[[int], str] = lambda n: f"batch {n}",
-                 expected: Optional[int] = None):
-        self.runner, self.ctx, self.label = runner, ctx, label
-        self.expected = expected
-        """Candidates the job expects to evaluate in all (for the progress percentage)."""
+    def __init__(self, runner, ctx: JobContext):
+        self.runner, self.ctx = runner, ctx
         self.parallel = getattr(getattr(runner, "pool", None), "size", 1)
 
     def evaluate(self, request: EvalRequest) -> EvalResult:
@@ -79,48 +96,32 @@ class ObservedRunner:
     def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
         self.ctx.check()
         if hasattr(self.runner, "pool") and len(requests) > 1:
-            # The local runner: one evaluation at a time per worker, so a cancel stops the rest.
-            lock, done = threading.Lock(), [0]
-
-            def one(r):
-                self.ctx.check()
-                res = self.runner.evaluate(r)
-                if r.candidate is not None:
-                    with lock:
-                        done[0] += 1
-                        n = done[0]
-                    self.ctx.report(f"{self.label(self.ctx.batches + 1)}: {n} of {len(requests)} evaluated "
-                                    f"({self.ctx.best_text()})", self._pct(self.ctx.candidates + n))
-                return res
-            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.parallel)) as ex:
-                futures = [ex.submit(one, r) for r in requests]
-                try:
-                    results = [f.result() for f in futures]
-                except Cancelled:
-                    for f in futures:
-                        f.cancel()
-                    raise
+            results = self._one_by_one(requests)
         else:
             results = self.runner.evaluate_many(requests)
         self.ctx.check()
-        ctx = self.ctx
-        ctx.batches += 1
-        ctx.evaluated += len(results)
-        for r in results:
-            if r.correct:
-                ctx.verified += 1
-                if requests[0].candidate is not None and r.timing is not None and r.timing.speedup == r.timing.speedup:
-                    if ctx.best_speedup is None or r.timing.speedup > ctx.best_speedup:
-                        ctx.best_speedup = r.timing.speedup
-        if requests[0].candidate is not None:
-            ctx.candidates += len(results)
-            ctx.report(f"{self.label(ctx.batches)}: {ctx.candidates} candidate(s) evaluated, "
-                       f"{ctx.verified_candidates(results)} verified so far, {ctx.best_text()}",
-                       self._pct(ctx.candidates))
         return results
 
-    def _pct(self, n: int) -> Optional[int]:
-        return min(95, 15 + int(80 * n / self.expected)) if self.expected else None
+    def _one_by_one(self, requests: list[EvalRequest]) -> list[EvalResult]:
+        lock, done = threading.Lock(), [0]
+
+        def one(r):
+            self.ctx.check()
+            res = self.runner.evaluate(r)
+            if r.candidate is not None:
+                with lock:
+                    done[0] += 1
+                    n = done[0]
+                self.ctx.report(f"{n} of {len(requests)} evaluated in this batch ({self.ctx.best_text()})")
+            return res
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.parallel)) as ex:
+            futures = [ex.submit(one, r) for r in requests]
+            try:
+                return [f.result() for f in futures]
+            except Cancelled:
+                for f in futures:
+                    f.cancel()
+                raise
 
     def device_info(self):
         return self.runner.device_info()
@@ -135,109 +136,34 @@ class Failure:
     reason: str
 
 
-@dataclass
-class Outcome:
-    kind: str
-    """benchmark | optimize"""
-    strategy: str = ""
-    baseline: Optional[EvalResult] = None
-    source: Optional[str] = None
-    """The result module offered (verified), or None."""
-    result: Optional[EvalResult] = None
-    """The offered module's own EvalResult."""
-    speedup: Optional[float] = None
-    """Verified and timed; None when not timed."""
-    timed: bool = False
-    untimed: bool = False
-    """``source`` is verified correct but was not timed (offered only with geak.applyUntimed)."""
-    message: str = ""
-    failures: list[Failure] = field(default_factory=list)
-    verified: int = 0
-    total: int = 0
-    notes: list[str] = field(default_factory=list)
-    root: Optional[Path] = None
-    """The project the job ran in, and the target file's path in it (set by the server)."""
-    rel: str = ""
-    merge: Any = None
-    """The ``edits.Merge`` of ``source`` into the job's text, once it is ready to offer."""
-    candidates: list[CandidateRecord] = field(default_factory=list)
-    """Every config or candidate evaluated, for the results view."""
-
-
-def _reason(r: EvalResult) -> str:
+def reason(r: EvalResult) -> str:
     msg = r.message
     if r.error and r.error.hint:
         msg += f" — {r.error.hint}"
     return msg
 
 
-def config_text(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
-
-
-def candidate_label(iteration: int, lane: int) -> str:
-    """A GEAK-loop candidate as people read it (its run directory calls it i00-c0)."""
-    return f"iteration {iteration + 1}, candidate {lane + 1}"
-
-
-_OUTCOME_VERDICT = {"no_code": "no code", "provider_error": "model error"}
-
-
-def tune_candidates(report) -> list[CandidateRecord]:
-    """The tuner's configs: the ones run, then the ones its compile report pruned unrun."""
-    out = []
-    for tr in report.trials:
-        cases = [CaseRecord(label=label, shapes="", passed=True, speedup=sp)
-                 for label, sp in sorted(tr.case_speedups.items())]
-        out.append(CandidateRecord(
-            label=config_text(tr.config), verdict="verified" if tr.correct else tr.status, correct=tr.correct,
-            speedup=tr.speedup, message=tr.pruned or tr.message, cases=cases,
-            chosen=report.source is not None and report.best == tr.config))
-    for tr in report.screened:
-        out.append(CandidateRecord(label=config_text(tr.config), verdict="pruned", message=tr.pruned or tr.message))
-    return out
-
-
-def llm_candidates(steps, chosen) -> list[CandidateRecord]:
-    from agent.llm.evaluator import speedup
-    out = []
-    for st in steps:
-        r = st.result
-        if st.outcome == "correct":
-            verdict = "verified"
-        elif r is not None:
-            verdict = r.status
-        else:
-            verdict = _OUTCOME_VERDICT.get(st.outcome or "", st.outcome or "unfinished")
-        msg = st.error or (r.message if r is not None else st.extraction) or ""
-        out.append(CandidateRecord(label=candidate_label(st.iteration, st.lane), verdict=verdict,
-                                   correct=st.outcome == "correct", speedup=speedup(r), message=msg,
-                                   chosen=chosen is not None and st is chosen,
-                                   cases=case_records(r, "candidate")))
-    return out
-
-
 def device_text(d) -> str:
     if d is None:
         return "the runner"
-    if d.backend == "interpreter":
-        return "the Triton CPU interpreter"
-    return f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
+    return "the Triton CPU interpreter" if not d.is_gpu else str(d)
 
 
-def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> Outcome:
+def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> "Outcome":
+    """Measure only: the target against itself, with the compile report for ``geak.arch``."""
+    from agent.outcome import Outcome
     opts = request.options
     opts.aot_arch = (settings.arch or "sm_90") if _interpreted(runner, settings) else (settings.arch or "device")
     ctx.report(f"measuring {request.target.symbol} ...", 10)
-    base = ObservedRunner(runner, ctx).evaluate(request)
-    out = Outcome(kind="benchmark", baseline=base, total=1, verified=int(base.correct))
+    base = Cancellable(runner, ctx).evaluate(request)
+    out = Outcome(strategy="benchmark", baseline=base)
     if base.correct:
         passed = sum(1 for c in base.cases if c.passed)
         out.message = (f"correct on {passed} case(s) on {device_text(base.device)}; "
                        + (f"Σ {base.timing.ref_ms:.4f} ms" if base.timing else
                           f"not timed ({base.timing_unavailable or 'no timing'})"))
     else:
-        out.message = f"fails its own inputs: {_reason(base)}"
+        out.message = f"fails its own inputs: {reason(base)}"
     return out
 
 
@@ -248,140 +174,92 @@ def _interpreted(runner, settings: Settings) -> bool:
     return getattr(pool, "device", None) == "interpreter"
 
 
-def check_original(runner, request: EvalRequest, ctx: JobContext, kind: str, strategy: str) -> tuple[Optional[EvalResult], Optional[Outcome]]:
-    ctx.report(f"checking the original {request.target.symbol} on its own inputs ...", 5)
-    base = runner.evaluate(request)
-    if not base.correct:
-        return base, Outcome(kind=kind, strategy=strategy, baseline=base,
-                             message=f"the original fails its own inputs: {_reason(base)}; fix it first")
-    return base, None
-
-
-def tune(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> Outcome:
-    from agent.tune.tuner import tune as run_tuner
-    from runner.aot import ARCHS, DEFAULT_ARCH
-
-    observed = ObservedRunner(runner, ctx)
-    base, failed = check_original(observed, request, ctx, "optimize", "tune")
-    if failed:
-        return failed
-    arch = settings.arch or (base.device.arch if base.device and base.device.arch in ARCHS else DEFAULT_ARCH)
-    gpu = bool(base.device and base.device.backend != "interpreter" and base.timing)
-
-    observed.label = lambda n: f"tuning batch {n - 1}"
-    observed.expected = settings.max_configs
-    if gpu:
-        ctx.report(f"tuning launch settings on {device_text(base.device)} ...", 15)
-    else:  # no GPU: configs are checked for correctness, and compiled ahead of time for geak.arch
-        ctx.report(f"checking launch settings on {device_text(base.device)} "
-                   f"(compile report for {arch}, geak.arch) ...", 15)
-    report = run_tuner(observed, request, arch, max_configs=settings.max_configs,
-                       trials_per_case=settings.trials, timed=gpu, emit=settings.emit)
-    out = Outcome(kind="optimize", strategy="tune", baseline=base, timed=report.timed or gpu,
-                  total=len(report.trials), verified=sum(1 for t in report.trials if t.correct),
-                  notes=list(report.notes), candidates=tune_candidates(report))
-    for t in report.trials:
-        if not t.correct:
-            cfg = ", ".join(f"{k}={v}" for k, v in sorted(t.config.items()))
-            out.failures.append(Failure(cfg, f"{t.status}: {t.message}"))
-    if report.improved and report.confirmation is not None and report.confirmation.timing:
-        out.source, out.result = report.source, report.confirmation
-        out.speedup = report.confirmation.timing.speedup
-    out.message = report.message
-    if not gpu and not report.improved:
-        out.message = (f"{out.verified} of {out.total} launch configs verified correct on "
-                       f"{device_text(base.device)}; no verified improvement (timing needs a GPU)")
-        if settings.apply_untimed:
-            out.message += ("; geak.applyUntimed offers untimed results of the GEAK loop only: the tuner "
-                            "chooses a config by its timing")
-    return out
-
-
-def llm(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root: Path) -> Outcome:
-    """The GEAK loop (agent/llm) on the editor's text, with the same pieces as
-    ``geak optimize --strategy llm``; its run directory is ``.geak/runs`` as on the CLI."""
-    from agent.llm import knowledge
-    from agent.llm.evaluator import speedup
-    from agent.llm.generator import Task
-    from agent.llm.loop import LoopConfig, run_loop
-    from agent.llm.optimizer import choose, verified
-    from agent.llm.providers import ProviderConfig, ProviderError, make_provider
-    from agent.llm.retrieval import Corpus, corpus_files
-    from agent.llm.rundir import RunDir
-    from agent.llm.usage import Usage
-
+def optimize_target(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root: Path) -> "Outcome":
+    """``agent.optimize`` with the editor's settings; its progress becomes the job's."""
+    from agent.llm.providers import ProviderError
+    from agent.llm.session import LLMSettings
+    from agent.optimize import OptimizeSettings, optimize
+    from agent.outcome import Outcome
+    from agent.tune.strategy import TuneSettings
+    strategy = settings.effective_strategy
+    s = OptimizeSettings(arch=settings.arch, root=root, apply_untimed=settings.apply_untimed,
+                         tune=TuneSettings(max_configs=settings.max_configs, trials=settings.trials,
+                                           emit=settings.emit),
+                         llm=LLMSettings(provider=settings.provider, model=settings.model,
+                                         iterations=settings.iterations, parallel=settings.parallel, retries=1))
     try:
-        provider = make_provider(ProviderConfig(provider=settings.provider, model=settings.model,
-                                                max_retries=1, timeout_s=300.0))
+        out = optimize(request, strategy, Cancellable(runner, ctx), s,
+                       _progress(ctx, settings, strategy, request.target.symbol))
     except ProviderError as e:
-        return Outcome(kind="optimize", strategy="llm", message=f"the {settings.provider} provider: {e.message}")
-    observed = ObservedRunner(runner, ctx, lambda n: f"iteration {n - 1}/{settings.iterations}",
-                              expected=settings.iterations * settings.parallel)
-    base, failed = check_original(observed, request, ctx, "optimize", "llm")
-    if failed:
-        return failed
-    run = RunDir.create(root / ".geak" / "runs", request.target.symbol)
-    run.write_request(request)
-    run.write_baseline(base)
-    text, names = knowledge.pick(base.device, settings.arch)
-    task = Task(path=request.target.path, symbol=request.target.symbol, source=request.files[request.target.path],
-                device=device_text(base.device) + (f"; write for {settings.arch}" if settings.arch else ""),
-                knowledge=text, knowledge_names=names, instruction="",
-                corpus=Corpus(corpus_files([root / "examples", root / "benchmarks"])))
-    run.write_system(task.system())
-    cfg = LoopConfig(iterations=settings.iterations, parallel=settings.parallel)
-    usage = Usage(budget=None)
-
-    def on_iteration(it: int, steps) -> None:
-        best = choose(steps)
-        ok = verified(steps)
-        ctx.report(f"iteration {it + 1}/{cfg.iterations}: {len(ok)} of {len(steps)} verified, "
-                   + (f"best verified {speedup(best.result):.2f}x" if best else ctx.best_text()),
-                   10 + int(85 * (it + 1) / cfg.iterations))
-
-    ctx.report(f"GEAK loop with {settings.provider} {settings.model}: iteration 1/{cfg.iterations} ...", 10)
-    result = run_loop(task, provider, observed, request, cfg, run, usage,
-                      on_iteration=on_iteration)
-    steps = sorted(result.steps, key=lambda s: (s.iteration, s.lane))
-    ok = verified(steps)
-    out = Outcome(kind="optimize", strategy="llm", baseline=base, total=len(steps), verified=len(ok),
-                  notes=[f"run directory {run.path}"])
-    label = {id(s): candidate_label(s.iteration, s.lane) for s in steps}
-    out.timed = any(speedup(s.result) is not None for s in ok)
-    for s in steps:
-        if s.outcome != "correct":
-            out.failures.append(Failure(label[id(s)], (s.error or (s.result.message if s.result else s.extraction)
-                                                       or s.outcome or "unfinished")))
-    best = choose(steps)
-    chosen = None
-    if best is not None:
-        chosen = best
-        out.source, out.result, out.speedup = best.source, best.result, speedup(best.result)
-        out.message = f"{label[id(best)]} is verified and {out.speedup:.2f}x faster than the original"
-    elif ok and not out.timed and settings.apply_untimed:
-        chosen = first = ok[0]
-        out.source, out.result, out.untimed = first.source, first.result, True
-        out.message = (f"{label[id(first)]} is verified correct on {device_text(base.device)} but not timed "
-                       "(timing needs a GPU); offered because geak.applyUntimed is on")
-    elif ok and not out.timed:
-        out.message = (f"{len(ok)} of {len(steps)} candidates verified correct, none timed: "
-                       "no verified improvement (timing needs a GPU)")
-    elif ok:
-        out.message = f"{len(ok)} of {len(steps)} candidates correct, none faster than the original beyond the spread"
-    else:
-        out.message = f"none of the {len(steps)} candidates was correct"
-    out.candidates = llm_candidates(steps, chosen)
-    if result.stopped not in ("iterations", "target"):
-        out.notes.append(f"the loop stopped early: {result.stopped}" + (f" ({result.fatal})" if result.fatal else ""))
+        return Outcome(strategy="llm", message=f"the {settings.provider} provider: {e.message}")
+    out.message = _worded(out, settings)
     return out
 
 
-def confirm(runner, request: EvalRequest, merged: str, ctx: JobContext, timed: bool) -> EvalResult:
+def _progress(ctx: JobContext, settings: Settings, strategy: str, symbol: str) -> Callable[["Progress"], None]:
+    """The agent's progress, in the editor's words and percentages."""
+    def on_progress(p: "Progress") -> None:
+        ctx.update(p)
+        if p.stage == "original":
+            ctx.report(f"checking the original {symbol} on its own inputs ...", 5)
+        elif p.stage == "search" and strategy == "llm":
+            ctx.report(f"GEAK loop with {settings.provider} {settings.model}: iteration 1/{p.total} ...", 10)
+        elif p.stage == "search" and p.device is not None and p.device.is_gpu:
+            ctx.report(f"tuning launch settings on {device_text(p.device)} ...", 15)
+        elif p.stage == "search":  # no GPU: configs are checked, and compiled ahead of time for geak.arch
+            ctx.report(f"checking launch settings on {device_text(p.device)} "
+                       f"(compile report for {p.arch}, geak.arch) ...", 15)
+        elif p.stage == "batch":
+            ctx.report(f"{p.message}, {ctx.best_text()}", min(95, 15 + int(80 * p.done / p.total)) if p.total else None)
+        elif p.stage == "iteration":
+            ctx.report(p.message, 10 + int(85 * p.done / p.total) if p.total else None)
+    return on_progress
+
+
+def _worded(out: "Outcome", settings: Settings) -> str:
+    """What the editor says of an optimization."""
+    base = out.baseline
+    if out.original_fails:
+        return f"the original fails its own inputs: {reason(base)}; fix it first"
+    if out.strategy == "tune":
+        gpu = bool(base.device and base.device.is_gpu and base.timing)
+        if gpu or out.improved:
+            return out.message
+        return (f"{out.verified} of {out.total} launch configs verified correct on {device_text(base.device)}; "
+                "no verified improvement (timing needs a GPU)"
+                + ("; geak.applyUntimed offers untimed results of the GEAK loop only: the tuner chooses a config "
+                   "by its timing" if settings.apply_untimed else ""))
+    chosen = next((t for t in out.tried if t.chosen), None)
+    ok, n = out.verified, out.total
+    if out.improved:
+        return f"{chosen.label} is verified and {out.speedup:.2f}x faster than the original"
+    if out.untimed:
+        return (f"{chosen.label} is verified correct on {device_text(base.device)} but not timed "
+                "(timing needs a GPU); offered because geak.applyUntimed is on")
+    if ok and not out.timed:
+        return f"{ok} of {n} candidates verified correct, none timed: no verified improvement (timing needs a GPU)"
+    if ok:
+        return f"{ok} of {n} candidates correct, none faster than the original beyond the spread"
+    return f"none of the {n} candidates was correct"
+
+
+def failures(out: "Outcome") -> list[Failure]:
+    """The configs or candidates that ran and failed, with why."""
+    return [Failure(t.label, f"{t.verdict}: {t.message}" if out.strategy == "tune" else (t.message or t.verdict))
+            for t in out.tried if t.ran and not t.correct]
+
+
+def candidate_records(out: "Outcome") -> list[CandidateRecord]:
+    """Every config or candidate, as the results view keeps it."""
+    return [CandidateRecord(label=t.label, verdict=t.verdict, correct=t.correct, speedup=t.speedup,
+                            message=t.message, chosen=t.chosen,
+                            cases=case_records(t.result, "candidate") if t.result is not None else
+                            [CaseRecord(label=label, shapes="", passed=True, speedup=sp)
+                             for label, sp in sorted(t.case_speedups.items())])
+            for t in out.tried]
+
+
+def confirm(runner, request: EvalRequest, merged: str, ctx: JobContext) -> EvalResult:
     """Evaluate the exact text the edit would write (when it differs from what was verified)."""
-    opts = EvalOptions(**{**request.options.__dict__})
-    opts.trials = max(opts.trials, 2)
-    req = EvalRequest(target=request.target, files=request.files,
-                      candidate=Target(request.target.path, request.target.symbol),
-                      candidate_files={request.target.path: merged}, options=opts)
     ctx.report("verifying the merged edit ...", 97)
-    return ObservedRunner(runner, ctx).evaluate(req)
+    return Cancellable(runner, ctx).evaluate(request.with_candidate(merged, trials=max(request.options.trials, 2)))

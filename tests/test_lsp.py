@@ -361,13 +361,15 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
     """What the VS Code extension's results view shows comes from geak.results: every candidate
     with its verdict and per-case results, the original's cases. A client that declares
     geakShowResults gets a "Show GEAK results" quick fix and a hover link; one that declares
-    geakJobEnd gets geak/jobEnd once per job (and no popup of its own for a failed job)."""
+    geakJobEnd gets geak/jobEnd once per job (and no popup of its own for a failed job); one that
+    declares geakJobStatus gets each job's status as numbers (geak/jobStatus)."""
     env = llm([{"text": GOOD}, {"text": WRONG}])
     ed = await start(proj.root, init=llm_settings(parallel=2), env=env, capabilities=VSCODE_EXTENSION)
     try:
         uri = ed.open(proj.root / "k.py")
         assert [a.title for a in await ed.actions(uri, WRAPPER_LINE)] == ["Optimize with GEAK", "Benchmark with GEAK"]
-        assert ed.initialize_result.capabilities.experimental == {"geakResults": True, "geakJobEnd": True}
+        assert ed.initialize_result.capabilities.experimental == {"geakResults": True, "geakJobEnd": True,
+                                                                  "geakJobStatus": True}
         started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
         # For this client the job's progress ends when the result waits for review; the outcome
         # (after the choice) comes in geak/jobEnd.
@@ -380,6 +382,14 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
         run = res["runs"][0]
         assert (run["strategy"], run["outcome"], run["device"]) == ("llm", "not-timed", "Triton CPU interpreter")
         assert run["result_hash"] == res["source_hash"], "the applied result is the code now"
+        # The job's status, as numbers: running through its stages, then done; two candidates,
+        # one verified; no speedup, since nothing is timed on the CPU.
+        mine = [s for s in ed.job_statuses if s["job"] == started["job"]]
+        assert mine[0]["state"] in ("queued", "running") and mine[-1]["state"] == "done"
+        assert {"original", "search", "iteration"} <= {s["stage"] for s in mine}
+        last = [s for s in mine if s["stage"] == "iteration"][-1]
+        assert (last["evaluated"], last["verified"], last["done"], last["total"]) == (2, 1, 1, 1)
+        assert all(s["bestSpeedup"] is None for s in mine) and mine[-1]["token"] == started["token"]
         assert [c["label"] for c in run["original"]] == ["n=300", "n=2048"] and all(c["passed"] for c in run["original"])
         cands = sorted(run["candidates"], key=lambda c: c["verdict"])
         assert [c["label"] for c in sorted(run["candidates"], key=lambda c: c["label"])] == [

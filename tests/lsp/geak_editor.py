@@ -47,6 +47,8 @@ class Editor:
         self.initialize_result: Optional[t.InitializeResult] = None
         self.job_ends: list[dict] = []
         """geak/jobEnd notifications (sent to a client that declares geakJobEnd)."""
+        self.job_statuses: list[dict] = []
+        """geak/jobStatus notifications (sent to a client that declares geakJobStatus)."""
 
     # documents -------------------------------------------------------------
 
@@ -179,6 +181,10 @@ def _factory():
     def job_end(ls, params):
         ls.editor.job_ends.append(_plain(params))
 
+    @client.feature("geak/jobStatus")
+    def job_status(ls, params):
+        ls.editor.job_statuses.append(_plain(params))
+
     return client
 
 
@@ -196,9 +202,10 @@ CAPABILITIES = t.ClientCapabilities(
             disabled_support=True),
         hover=t.HoverClientCapabilities(content_format=[t.MarkupKind.Markdown])))
 
-VSCODE_EXTENSION = attrs.evolve(CAPABILITIES, experimental={"geakShowResults": True, "geakJobEnd": True})
-"""What the GEAK VS Code extension declares besides: it has geak.showResults, and it shows the
-end of each job itself (geak/jobEnd)."""
+VSCODE_EXTENSION = attrs.evolve(CAPABILITIES, experimental={"geakShowResults": True, "geakJobEnd": True,
+                                                             "geakJobStatus": True})
+"""What the GEAK VS Code extension declares besides: it has geak.showResults, it shows the end
+of each job itself (geak/jobEnd), and its status bar reads each job's status (geak/jobStatus)."""
 
 
 async def start(root: Path, init: Optional[dict] = None, configuration: Optional[dict] = None,

@@ -19,7 +19,7 @@ import type { Target } from "./results";
 import type { Results } from "./resultsHtml";
 import type { ApiKeys } from "./secrets";
 import { readClientSettings, toServerSettings } from "./settings";
-import type { StatusBar } from "./statusBar";
+import { JOB_STATUS, type JobStatus, type StatusBar } from "./statusBar";
 
 export const SERVER_COMMANDS_NEEDING_TARGET = ["geak.optimize", "geak.benchmark"];
 /** Crashes of a running server within this window that are restarted silently. */
@@ -31,8 +31,9 @@ export function serverOptions(python: string, env: NodeJS.ProcessEnv): ServerOpt
 }
 
 /** What this extension adds to the client capabilities (the server reads them from
- * `experimental`): it has a results view (geak.showResults) and says the end of each job itself. */
-export const EXPERIMENTAL = { geakShowResults: true, geakJobEnd: true };
+ * `experimental`): it has a results view (geak.showResults), says the end of each job itself,
+ * and reads each job's status as numbers (geak/jobStatus). */
+export const EXPERIMENTAL = { geakShowResults: true, geakJobEnd: true, geakJobStatus: true };
 
 function experimentalFeature(): StaticFeature {
   return {
@@ -60,6 +61,7 @@ export class GeakServer implements vscode.Disposable {
   private restarting: Promise<void> = Promise.resolve();
   private stateWatch: vscode.Disposable | undefined;
   private jobEndWatch: vscode.Disposable | undefined;
+  private jobStatusWatch: vscode.Disposable | undefined;
   private running = false;
   private crashes: number[] = [];
   readonly stderr = new StderrTail();
@@ -160,6 +162,7 @@ export class GeakServer implements vscode.Disposable {
     this.client = client;
     this.running = false;
     this.jobEndWatch = client.onNotification(JOB_END, (e: JobEnd) => this.jobEnds.jobEnded(e));
+    this.jobStatusWatch = client.onNotification(JOB_STATUS, (e: JobStatus) => this.status.status(e));
     try {
       await client.start();
     } catch (e) {
@@ -270,6 +273,8 @@ export class GeakServer implements vscode.Disposable {
     this.stateWatch = undefined;
     this.jobEndWatch?.dispose();
     this.jobEndWatch = undefined;
+    this.jobStatusWatch?.dispose();
+    this.jobStatusWatch = undefined;
     const c = this.client;
     this.client = undefined;
     if (c) {

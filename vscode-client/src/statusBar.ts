@@ -1,8 +1,29 @@
 /** The status bar item: runner and device when idle; the running job and its best verified
- * speedup so far while one runs. Clicking it shows the log. */
+ * speedup so far while one runs (from the server's geak/jobStatus). Clicking it shows the log. */
 
 import * as vscode from "vscode";
 import type { ClientSettings } from "./settings";
+
+export const JOB_STATUS = "geak/jobStatus";
+
+/** geak/jobStatus: where a job stands, as numbers (sent at each change by a server that offers
+ * ServerCapabilities.experimental.geakJobStatus). */
+export interface JobStatus {
+  job: string;
+  token?: string | null;
+  uri: string;
+  name: string;
+  kind: string;
+  state: "queued" | "running" | "done" | "failed" | "cancelled";
+  stage: string;
+  message: string;
+  evaluated: number;
+  verified: number;
+  done: number;
+  total?: number | null;
+  bestSpeedup?: number | null;
+  percentage?: number | null;
+}
 
 export interface JobView {
   title: string;
@@ -10,10 +31,9 @@ export interface JobView {
   best?: string;
 }
 
-/** "best verified 1.42x" in a progress message -> "1.42x". */
-export function bestSpeedup(message: string | undefined): string | undefined {
-  const m = /best verified (\d+(?:\.\d+)?)x/.exec(message ?? "");
-  return m ? `${m[1]}x` : undefined;
+/** A speedup as the status bar shows it: 1.4213 -> "1.42x". */
+export function speedupText(x: number | null | undefined): string | undefined {
+  return typeof x === "number" && Number.isFinite(x) ? `${x.toFixed(2)}x` : undefined;
 }
 
 export function runnerText(s: ClientSettings): string {
@@ -47,6 +67,8 @@ export function statusText(s: ClientSettings, jobs: JobView[], state: "starting"
 export class StatusBar implements vscode.Disposable {
   readonly item: vscode.StatusBarItem;
   private readonly jobs = new Map<string, JobView>();
+  /** The best verified speedup per progress token, from geak/jobStatus (which may come first). */
+  private readonly best = new Map<string, string>();
   private state: "starting" | "running" | "stopped" | "failed" = "starting";
 
   constructor(private settings: ClientSettings) {
@@ -69,7 +91,7 @@ export class StatusBar implements vscode.Disposable {
   }
 
   begin(token: string, title: string, message = ""): void {
-    this.jobs.set(token, { title, message, best: bestSpeedup(message) });
+    this.jobs.set(token, { title, message, best: this.best.get(token) });
     this.render();
   }
 
@@ -77,13 +99,30 @@ export class StatusBar implements vscode.Disposable {
     const j = this.jobs.get(token);
     if (!j || message === undefined) return;
     j.message = message;
-    j.best = bestSpeedup(message) ?? j.best;
     this.render();
   }
 
   end(token: string): void {
     this.jobs.delete(token);
+    this.best.delete(token);
     this.render();
+  }
+
+  /** geak/jobStatus: the job's best verified speedup so far. */
+  status(s: JobStatus): void {
+    if (!s.token) return;
+    if (s.state !== "queued" && s.state !== "running") {
+      this.best.delete(s.token);
+      return;
+    }
+    const best = speedupText(s.bestSpeedup);
+    if (!best) return;
+    this.best.set(s.token, best);
+    const j = this.jobs.get(s.token);
+    if (j) {
+      j.best = best;
+      this.render();
+    }
   }
 
   get text(): string {

@@ -83,10 +83,12 @@ describe("activation", () => {
     expect(c.start).toHaveBeenCalled();
     expect(c.handlers.has("window/workDoneProgress/create")).toBe(true);
     expect((c as any).notifications.has("geak/jobEnd")).toBe(true);
-    // The server learns that this client has the results view and says the end of jobs itself.
+    expect((c as any).notifications.has("geak/jobStatus")).toBe(true);
+    // The server learns that this client has the results view, says the end of jobs itself and
+    // reads their status.
     const caps: any = {};
     for (const f of (c as any).features) f.fillClientCapabilities(caps);
-    expect(caps.experimental).toEqual({ geakShowResults: true, geakJobEnd: true });
+    expect(caps.experimental).toEqual({ geakShowResults: true, geakJobEnd: true, geakJobStatus: true });
     expect(c.options.markdown.isTrusted).toEqual({ enabledCommands: ["geak.showResults"] });
     expect(c.options.revealOutputChannelOn).toBe(4);
     expect(mock.statusItems[0].text).toBe("$(rocket) GEAK: local · interpreter");

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import * as vscode from "vscode";
 import { trackProgress, type ProgressClient } from "../src/progress";
-import { bestSpeedup, StatusBar } from "../src/statusBar";
+import { speedupText, StatusBar, type JobStatus } from "../src/statusBar";
 
 const mock = vscode as unknown as typeof import("./vscode.mock");
 const base = { interpreter: "", device: "auto" as const, strategy: "auto", provider: null, model: null, runnerUrl: "local" };
@@ -21,12 +21,18 @@ function fakeClient() {
 describe("the status bar", () => {
   beforeEach(() => mock.resetMock());
 
-  it("reads the best verified speedup from the server's progress", () => {
-    expect(bestSpeedup("iteration 2/3: 2 of 4 verified, best verified 1.42x")).toBe("1.42x");
-    expect(bestSpeedup("tuning launch settings ...")).toBeUndefined();
+  it("says a speedup with two decimals, and nothing for none", () => {
+    expect(speedupText(1.4213)).toBe("1.42x");
+    expect(speedupText(null)).toBeUndefined();
+    expect(speedupText(undefined)).toBeUndefined();
   });
 
-  it("shows runner and device, then the running job with its best speedup, then idle again", async () => {
+  const jobStatus = (over: Partial<JobStatus>): JobStatus => ({
+    job: "job-1", token: "geak-j1", uri: "file:///k.py", name: "add_relu", kind: "optimize", state: "running",
+    stage: "iteration", message: "", evaluated: 1, verified: 1, done: 1, total: 3, bestSpeedup: null, ...over,
+  });
+
+  it("shows runner and device, then the running job with its best speedup from geak/jobStatus, then idle again", async () => {
     const status = new StatusBar({ ...base, runnerUrl: "http://gpu-box:8765", device: "cuda" });
     status.setState("running");
     expect(status.text).toBe("$(rocket) GEAK: gpu-box:8765 · cuda");
@@ -35,14 +41,35 @@ describe("the status bar", () => {
     f.create("geak-j1");
     f.send("geak-j1", { kind: "begin", title: "GEAK: optimizing add_relu", cancellable: true, message: "starting", percentage: 0 });
     expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu");
+    // The progress text is for people: a speedup written in it is not read.
     f.send("geak-j1", { kind: "report", message: "iteration 1/3: 1 of 1 verified, best verified 1.31x", percentage: 40 });
+    expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu");
+    status.status(jobStatus({ bestSpeedup: 1.3149 }));
     expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu — best 1.31x");
     f.send("geak-j1", { kind: "report", message: "iteration 2/3: 0 of 1 verified", percentage: 70 });
+    status.status(jobStatus({ done: 2, bestSpeedup: null }));
     expect(status.text).toContain("best 1.31x");
     expect(mock.progressRuns[0].reports).toContainEqual({ message: "iteration 1/3: 1 of 1 verified, best verified 1.31x", increment: 40 });
     f.send("geak-j1", { kind: "end", message: "applied: 1.31x faster" });
     expect(status.text).toBe("$(rocket) GEAK: gpu-box:8765 · cuda");
     expect(f.progress.has("geak-j1")).toBe(false);
+  });
+
+  it("a status that comes before the progress begins is kept for it; another job's is not shown", () => {
+    const status = new StatusBar(base);
+    status.setState("running");
+    const f = fakeClient();
+    trackProgress(f.client, status);
+    status.status(jobStatus({ token: "geak-j3", bestSpeedup: 2.5 }));
+    status.status(jobStatus({ token: "geak-other", bestSpeedup: 9 }));
+    f.create("geak-j3");
+    f.send("geak-j3", { kind: "begin", title: "GEAK: optimizing f", cancellable: true });
+    expect(status.text).toBe("$(sync~spin) GEAK: optimizing f — best 2.50x");
+    status.status(jobStatus({ token: "geak-j3", state: "done", bestSpeedup: 2.5 }));
+    f.send("geak-j3", { kind: "end", message: "done" });
+    f.create("geak-j4");
+    f.send("geak-j4", { kind: "begin", title: "GEAK: optimizing g", cancellable: true });
+    expect(status.text).toBe("$(sync~spin) GEAK: optimizing g");
   });
 
   it("cancelling the notification cancels the job on the server", async () => {
