@@ -1,0 +1,86 @@
+"""The packages depend one way: ``runner`` <- ``agent`` <- ``geak_lsp``, and no module imports a
+command-line module (``agent.cli``, ``agent.commands``, ``runner.cli``) but another one of them.
+
+Read from the source with ``ast`` (every import, at module level or inside a function);
+nothing is imported, so this runs in a fraction of a second."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LAYERS = {"runner": {"runner"}, "agent": {"agent", "runner"}, "geak_lsp": {"geak_lsp", "agent", "runner"}}
+"""Each package, and the packages its modules may import."""
+CLI = ("agent.cli", "agent.commands", "runner.cli")
+"""The command-line modules: doors, not libraries."""
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def imported(path: Path, root: Path) -> list[tuple[int, str, list[str]]]:
+    """``(line, absolute module name, what it may name)`` of every import in the file: for
+    ``from X import y``, ``X`` and ``X.y`` (y may be a module)."""
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, [a.name]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            out.append((node.lineno, base, [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]))
+    return out
+
+
+def violations(root: Path) -> list[str]:
+    found = []
+    for package, allowed in LAYERS.items():
+        for path in sorted((root / package).rglob("*.py")):
+            module = _module_name(path, root)
+            is_cli = any(_within(module, c) for c in CLI)
+            for line, name, names in imported(path, root):
+                top = name.split(".")[0]
+                where = f"{path.relative_to(root)}:{line}"
+                if top in LAYERS and top not in allowed:
+                    found.append(f"{where}: {module} imports {name} ({package} may import only "
+                                 f"{', '.join(sorted(allowed))})")
+                cli = next((n for n in names if any(_within(n, c) for c in CLI)), None)
+                if cli is not None and not (is_cli and top == package):
+                    found.append(f"{where}: {module} imports the command-line module {cli}")
+    return found
+
+
+def test_the_packages_import_each_other_one_way_and_no_cli_module():
+    assert violations(ROOT) == []
+
+
+def test_a_wrong_import_is_found(tmp_path):
+    """The checker itself: each kind of wrong import, as it would be written."""
+    for package in LAYERS:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "agent" / "cli.py").write_text("")
+    (tmp_path / "agent" / "commands").mkdir()
+    (tmp_path / "agent" / "commands" / "__init__.py").write_text("from ..cli import x\n")  # CLI to CLI: fine
+    (tmp_path / "runner" / "pool.py").write_text("def f():\n    from agent.llm import loop\n")
+    (tmp_path / "agent" / "tuner.py").write_text("from geak_lsp import settings\nfrom .cli import make_runner\n")
+    (tmp_path / "geak_lsp" / "server.py").write_text("import agent.commands.optimize\nfrom runner import cli\n")
+    got = violations(tmp_path)
+    assert "runner/pool.py:2: runner.pool imports agent.llm (runner may import only runner)" in got, got
+    assert any("agent/tuner.py:1:" in v and "geak_lsp" in v for v in got), got
+    assert any("agent/tuner.py:2: agent.tuner imports the command-line module agent.cli" in v for v in got), got
+    assert any("geak_lsp/server.py:1:" in v and "agent.commands.optimize" in v for v in got), got
+    assert any("geak_lsp/server.py:2:" in v and "runner.cli" in v for v in got), got
+    assert not any("agent/commands/__init__.py" in v for v in got), got
