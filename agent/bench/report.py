@@ -45,90 +45,9 @@ def _best_peak(t: dict) -> Optional[float]:
 
 
 def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
-    s = doc["summary"]
-    dev = doc.get("device") or {}
-    lines = [f"# geak bench: {doc['suite']}", ""]
-    lines.append(f"* strategy: `{doc['strategy']}`; device: {dev.get('name', '?')} "
-                 f"({dev.get('backend', '?')}{', ' + dev['arch'] if dev.get('arch') else ''}); "
-                 f"torch {dev.get('torch') or '?'}, triton {dev.get('triton') or '?'}")
-    if doc.get("command"):
-        lines.append(f"* command: `{doc['command']}`")
-    lines.append("")
-    lines.append("## Summary")
-    lines.append("")
-    lines.append("| metric | value |")
-    lines.append("| --- | --- |")
-    lines.append(f"| tasks | {s['tasks']} ({s['samples']} samples) |")
-    lines.append(f"| call accuracy | {_pct(s['call_accuracy'])} |")
-    lines.append(f"| execution accuracy | {_pct(s['execution_accuracy'])} |")
-    lines.append(f"| correct and timed | {s['timed']} |")
-    lines.append(f"| mean speedup (correct, timed) | {_f(s['speedup_mean'], '.3f', 'x')} |")
-    lines.append(f"| geometric-mean speedup | {_f(s['speedup_geomean'], '.3f', 'x')} |")
-    for k, v in s["fast_p"].items():
-        lines.append(f"| {k} | {_pct(v)} |")
-    for k, v in s["pass_at_k"].items():
-        lines.append(f"| {k} | {_pct(v)} |")
-    lines.append(f"| mean % of peak (correct, timed) | {_f(s['pct_peak_mean'], '.1f', '%')} |")
-    if s["timed"] == 0:
-        lines.append("")
-        lines.append("Nothing was timed (the CPU interpreter checks correctness only): speedups, "
-                     "fast_p above 0 and % of peak need a GPU runner.")
-    lines.append("")
-    lines.append("## Tasks")
-    lines.append("")
-    kinds = sorted({k for t in doc["tasks"] for k in t.get("baselines", {})})
-    head = ["task", "format", "result", "cases run / skipped", "speedup", "% of peak"]
-    for k in kinds:
-        head += [f"1st version vs torch {k}", f"final vs torch {k}"]
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + " --- |" * len(head))
-    for t in doc["tasks"]:
-        sp = _best_speedup(t)
-        row = [f"`{t['name']}`", t["format"], _result(t), f"{t['cases_run']} / {t['cases_skipped']}",
-               _f(sp, ".3f", "x"), _f(_best_peak(t), ".1f", "%")]
-        for k in kinds:
-            b = t.get("baselines", {}).get(k)
-            if not b:
-                row += ["-", "-"]
-                continue
-            if b.get("speedup") is None:
-                chk = {True: "matches", False: "MISMATCH", None: "-"}[b.get("correct")]
-                if b.get("correct") is False and b.get("status") not in (None, "mismatch"):
-                    chk = b["status"]  # rejected, crashed, ...: not a wrong answer
-                row += [chk, "-"]
-            else:
-                row += [_f(b["speedup"], ".3f", "x") + (" (cached)" if b.get("cached") else ""),
-                        _f(b["speedup"] * sp, ".3f", "x") if sp is not None else "-"]
-        lines.append("| " + " | ".join(row) + " |")
-    searched = [t for t in doc["tasks"] if t.get("search")]
-    if searched:
-        lines += ["", "## The tuner per task", "",
-                  "| task | first version Σ ms | final Σ ms | speedup | configs run + pruned unrun / space | search s |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for t in searched:
-            x = t["search"]
-            lines.append(f"| `{t['name']}` | {_f(x.get('first_ms'), '.4f')} | {_f(x.get('final_ms'), '.4f')} | "
-                         f"{_f(_best_speedup(t), '.3f', 'x')} | {x.get('configs_run', '-')} + "
-                         f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} |")
-    notes = [(t["name"], n) for t in doc["tasks"] for n in t.get("notes", [])]
-    errors = [(t["name"], t["error"]) for t in doc["tasks"] if t.get("error")]
-    if errors:
-        lines += ["", "## Harness errors (not scored)", ""]
-        lines += [f"* `{n}`: {e}" for n, e in errors]
-    failing = [(t["name"], s["message"]) for t in doc["tasks"] for s in t["samples"]
-               if not (s["correct"] and s["status"] == "ok")]
-    if failing:
-        lines += ["", "## Failures", ""]
-        lines += [f"* `{n}`: {m}" for n, m in failing]
-    unmeasured = [(t["name"], k, b.get("message", "")) for t in doc["tasks"]
-                  for k, b in sorted(t.get("baselines", {}).items()) if b.get("correct") is False]
-    if unmeasured:
-        lines += ["", "## Baselines that did not verify", ""]
-        lines += [f"* `{n}` vs torch {k}: {m}" for n, k, m in unmeasured]
-    if notes or doc.get("notes"):
-        lines += ["", "## Notes", ""]
-        lines += [f"* {n}" for n in doc.get("notes", [])]
-        lines += [f"* `{n}`: {m}" for n, m in notes]
+    """The report: what ran where, the summary metrics, a row per task, the tuner per task, what
+    failed, notes, the plot, and how the figures are defined."""
+    lines = _head(doc) + _summary(doc["summary"]) + _tasks(doc["tasks"]) + _tuner(doc["tasks"]) + _lists(doc)
     if plot_name:
         lines += ["", "## Speedup per task", "", f"![speedup per task]({plot_name})"]
     lines += ["", "Speedup = Σ reference ms / Σ candidate ms over a task's timed input cases, the "
@@ -137,6 +56,97 @@ def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
               "and more than p times as fast. `1st version vs torch eager` is the first version's "
               "speedup over its PyTorch reference on the same GPU.", ""]
     return "\n".join(lines)
+
+
+def _head(doc: dict) -> list[str]:
+    dev = doc.get("device") or {}
+    lines = [f"# geak bench: {doc['suite']}", "",
+             f"* strategy: `{doc['strategy']}`; device: {dev.get('name', '?')} "
+             f"({dev.get('backend', '?')}{', ' + dev['arch'] if dev.get('arch') else ''}); "
+             f"torch {dev.get('torch') or '?'}, triton {dev.get('triton') or '?'}"]
+    if doc.get("command"):
+        lines.append(f"* command: `{doc['command']}`")
+    return lines + [""]
+
+
+def _summary(s: dict) -> list[str]:
+    lines = ["## Summary", "", "| metric | value |", "| --- | --- |",
+             f"| tasks | {s['tasks']} ({s['samples']} samples) |",
+             f"| call accuracy | {_pct(s['call_accuracy'])} |",
+             f"| execution accuracy | {_pct(s['execution_accuracy'])} |",
+             f"| correct and timed | {s['timed']} |",
+             f"| mean speedup (correct, timed) | {_f(s['speedup_mean'], '.3f', 'x')} |",
+             f"| geometric-mean speedup | {_f(s['speedup_geomean'], '.3f', 'x')} |"]
+    lines += [f"| {k} | {_pct(v)} |" for k, v in [*s["fast_p"].items(), *s["pass_at_k"].items()]]
+    lines.append(f"| mean % of peak (correct, timed) | {_f(s['pct_peak_mean'], '.1f', '%')} |")
+    if s["timed"] == 0:
+        lines += ["", "Nothing was timed (the CPU interpreter checks correctness only): speedups, "
+                  "fast_p above 0 and % of peak need a GPU runner."]
+    return lines + [""]
+
+
+def _tasks(tasks: list[dict]) -> list[str]:
+    kinds = sorted({k for t in tasks for k in t.get("baselines", {})})
+    head = ["task", "format", "result", "cases run / skipped", "speedup", "% of peak"]
+    for k in kinds:
+        head += [f"1st version vs torch {k}", f"final vs torch {k}"]
+    lines = ["## Tasks", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for t in tasks:
+        sp = _best_speedup(t)
+        row = [f"`{t['name']}`", t["format"], _result(t), f"{t['cases_run']} / {t['cases_skipped']}",
+               _f(sp, ".3f", "x"), _f(_best_peak(t), ".1f", "%")]
+        for k in kinds:
+            row += _baseline_cells(t.get("baselines", {}).get(k), sp)
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _baseline_cells(b: Optional[dict], sp: Optional[float]) -> list[str]:
+    """The first version against a PyTorch baseline, and the final kernel against it."""
+    if not b:
+        return ["-", "-"]
+    if b.get("speedup") is None:
+        chk = {True: "matches", False: "MISMATCH", None: "-"}[b.get("correct")]
+        if b.get("correct") is False and b.get("status") not in (None, "mismatch"):
+            chk = b["status"]  # rejected, crashed, ...: not a wrong answer
+        return [chk, "-"]
+    return [_f(b["speedup"], ".3f", "x") + (" (cached)" if b.get("cached") else ""),
+            _f(b["speedup"] * sp, ".3f", "x") if sp is not None else "-"]
+
+
+def _tuner(tasks: list[dict]) -> list[str]:
+    searched = [t for t in tasks if t.get("search")]
+    if not searched:
+        return []
+    lines = ["", "## The tuner per task", "",
+             "| task | first version Σ ms | final Σ ms | speedup | configs run + pruned unrun / space | search s |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for t in searched:
+        x = t["search"]
+        lines.append(f"| `{t['name']}` | {_f(x.get('first_ms'), '.4f')} | {_f(x.get('final_ms'), '.4f')} | "
+                     f"{_f(_best_speedup(t), '.3f', 'x')} | {x.get('configs_run', '-')} + "
+                     f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} |")
+    return lines
+
+
+def _lists(doc: dict) -> list[str]:
+    """Harness errors, failures, baselines that did not verify, and notes."""
+    tasks = doc["tasks"]
+    sections = [
+        ("Harness errors (not scored)", [f"* `{t['name']}`: {t['error']}" for t in tasks if t.get("error")]),
+        ("Failures", [f"* `{t['name']}`: {s['message']}" for t in tasks for s in t["samples"]
+                      if not (s["correct"] and s["status"] == "ok")]),
+        ("Baselines that did not verify", [f"* `{t['name']}` vs torch {k}: {b.get('message', '')}" for t in tasks
+                                           for k, b in sorted(t.get("baselines", {}).items())
+                                           if b.get("correct") is False]),
+        ("Notes", [f"* {n}" for n in doc.get("notes", [])]
+         + [f"* `{t['name']}`: {m}" for t in tasks for m in t.get("notes", [])]),
+    ]
+    lines = []
+    for title, items in sections:
+        if items:
+            lines += ["", f"## {title}", ""] + items
+    return lines
 
 
 def plot(doc: dict, path: Path) -> bool:
