@@ -226,16 +226,22 @@ def tensors(obj: Any):
             yield from tensors(o)
 
 
-def clone(obj: Any) -> Any:
+def map_tensors(obj: Any, fn) -> Any:
+    """``obj`` with every tensor in it replaced by ``fn(tensor)``; tuples (named ones too), lists
+    and dicts rebuilt around them, everything else kept."""
     if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
+        return fn(obj)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(clone(o) for o in obj))
+        return type(obj)(*(map_tensors(o, fn) for o in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(clone(o) for o in obj)
+        return type(obj)(map_tensors(o, fn) for o in obj)
     if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
     return obj
+
+
+def clone(obj: Any) -> Any:
+    return map_tensors(obj, lambda t: t.detach().clone())
 
 
 def summarize(obj: Any, names: Optional[list[str]] = None) -> str:

@@ -54,6 +54,14 @@ def _unavailable_result(req_id: str, e: RunnerUnavailable) -> EvalResult:
                       error=ErrorInfo(kind="runner_unavailable", side="harness", message=e.message, hint=e.hint))
 
 
+def _job_ids(requests: list[EvalRequest]) -> dict[str, int]:
+    """Each request gets an id if it has none; each evaluation a fresh job id (this call's own:
+    a request object may be evaluated again, or copied with its id) -> the request's index."""
+    for r in requests:
+        r.id = r.id or uuid.uuid4().hex[:12]
+    return {uuid.uuid4().hex: i for i in range(len(requests))}
+
+
 def _parse_result(data, where: str) -> EvalResult:
     check_schema(data)
     return from_dict(EvalResult, data, where)
@@ -203,10 +211,7 @@ class RemoteRunner:
         return self.evaluate_many([request])[0]
 
     def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
-        for r in requests:
-            r.id = r.id or uuid.uuid4().hex[:12]
-        # Job ids are this call's own: a request object may be evaluated again, or copied with its id.
-        jobs = {uuid.uuid4().hex: i for i in range(len(requests))}
+        jobs = _job_ids(requests)
         by_index = {i: jid for jid, i in jobs.items()}
         results: dict[int, EvalResult] = {}
         deadline = time.monotonic() + self.timeout
@@ -338,9 +343,7 @@ class SpoolRunner:
         return self.evaluate_many([request])[0]
 
     def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
-        for r in requests:
-            r.id = r.id or uuid.uuid4().hex[:12]
-        jobs = {uuid.uuid4().hex: i for i in range(len(requests))}
+        jobs = _job_ids(requests)
         results: dict[int, EvalResult] = {}
         try:
             self._check()

@@ -434,8 +434,11 @@ def static_flags(text: str, path: str, symbol: str, reference_symbol: str) -> li
 # --------------------------------------------------------------------------- requests
 
 
-def _python_file(file: Path, shown: str, side: str) -> None:
-    """PATH must be a Python source file of a size the runner takes."""
+def _python_file(cwd: Path, shown: str, side: str) -> Path:
+    """PATH must be an existing Python source file of a size the runner takes; its full path."""
+    file = (cwd / shown).resolve()
+    if not file.is_file():
+        raise SourceError(ErrorInfo(kind="bad_request", side=side, file=shown, message=f"{shown}: no such file"))
     if file.suffix != ".py":
         raise SourceError(ErrorInfo(kind="bad_request", side=side, file=shown,
                                     message=f"{shown} is not a Python file (.py)",
@@ -446,6 +449,7 @@ def _python_file(file: Path, shown: str, side: str) -> None:
                                     message=f"{shown} is {size / (1 << 20):.1f} MiB; files over "
                                             f"{MAX_FILE_BYTES >> 20} MiB are not evaluated",
                                     hint="keep the kernel and its wrapper in a smaller file"))
+    return file
 
 
 def build_request(target_spec: str, candidate_spec: Optional[str] = None,
@@ -458,11 +462,7 @@ def build_request(target_spec: str, candidate_spec: Optional[str] = None,
     """
     cwd = cwd or Path(os.getcwd())
     tpath, tsym = parse_spec(target_spec)
-    tfile = (cwd / tpath).resolve()
-    if not tfile.is_file():
-        raise SourceError(ErrorInfo(kind="bad_request", side="reference", file=tpath,
-                                    message=f"{tpath}: no such file"))
-    _python_file(tfile, tpath, "reference")
+    tfile = _python_file(cwd, tpath, "reference")
     root = (root or find_project_root(tfile)).resolve()
     trel = tfile.relative_to(root).as_posix()
     files = collect_files(tfile, root, overrides)
@@ -474,11 +474,7 @@ def build_request(target_spec: str, candidate_spec: Optional[str] = None,
     flags: list[Flag] = []
     if candidate_spec:
         cpath, csym = parse_spec(candidate_spec)
-        cfile = (cwd / cpath).resolve()
-        if not cfile.is_file():
-            raise SourceError(ErrorInfo(kind="bad_request", side="candidate", file=cpath,
-                                        message=f"{cpath}: no such file"))
-        _python_file(cfile, cpath, "candidate")
+        cfile = _python_file(cwd, cpath, "candidate")
         try:
             crel = cfile.relative_to(root).as_posix()
         except ValueError:

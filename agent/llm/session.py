@@ -86,23 +86,19 @@ STOPS = {"target": "stopped at the target speedup {target_speedup}x",
                             "directory's step.json files)"}
 
 
-@dataclass
 class Session:
-    """A run of the loop: what it needs, and what it found once ``run`` returns."""
+    """A run of the loop: what it needs, then (once ``loop`` returns) what it found.
+    ``run``: the run directory to resume; else a new one is made under ``run_dir`` (default
+    ``ROOT/.geak/runs``)."""
 
-    base: EvalRequest
-    baseline: EvalResult
-    settings: LLMSettings
-    provider: Provider
-    root: Path
-    arch: Optional[str] = None
-    run: Optional[RunDir] = None
-    """The run directory; set beforehand to resume it."""
-    run_dir: Optional[Path] = None
-    """Where a new run directory is made (default ``ROOT/.geak/runs``)."""
-    result: Optional[LoopResult] = None
-    usage: Optional[Usage] = None
-    names: Optional[list[str]] = None
+    def __init__(self, base: EvalRequest, baseline: EvalResult, settings: LLMSettings, provider: Provider,
+                 root: Path, arch: Optional[str] = None, run: Optional[RunDir] = None,
+                 run_dir: Optional[Path] = None):
+        self.base, self.baseline, self.settings, self.provider = base, baseline, settings, provider
+        self.root, self.arch, self.run, self.run_dir = root, arch, run, run_dir
+        self.result: Optional[LoopResult] = None
+        self.usage: Optional[Usage] = None
+        self.names: list[str] = []
 
     def open(self) -> tuple[Task, LoopConfig]:
         """The run directory, the task and the loop's configuration; says what will run."""
