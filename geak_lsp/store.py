@@ -150,11 +150,10 @@ def case_records(result, side: str = "reference") -> list[CaseRecord]:
 
 
 def device_name(d) -> str:
+    """The device as records are keyed by it: ``NVIDIA H200 (cuda, sm_90)``, or the interpreter."""
     if d is None:
         return "unknown device"
-    if d.backend == "interpreter":
-        return "Triton CPU interpreter"
-    return f"{d.name} ({d.backend}{', ' + d.arch if d.arch else ''})"
+    return str(d) if d.is_gpu else "Triton CPU interpreter"
 
 
 def record_from_result(result, path: str, symbol: str, source_hash: str, kind: str,

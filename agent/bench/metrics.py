@@ -13,7 +13,7 @@ Over the suite: call accuracy and execution accuracy (share of tasks whose chose
 best correct one — ran / was correct), mean and geometric-mean speedup over the correct timed
 tasks, ``fast_p`` (share of *all* tasks that are correct and faster than ``p`` times the
 reference), ``pass@k`` with the unbiased estimator over n samples per task, and % of peak.
-Standard library only.
+Standard library only (and the runner's schema, for its vocabulary).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-CALL_FAILURES = ("compile_error", "runtime_error", "timeout", "crashed")
-"""Statuses in which the candidate did not run to the end."""
+from runner.schema import DID_NOT_RUN
 
 
 @dataclass
@@ -40,7 +39,7 @@ class Sample:
 
     @property
     def called(self) -> bool:
-        return self.status not in CALL_FAILURES
+        return self.status not in DID_NOT_RUN
 
     @property
     def ok(self) -> bool:
