@@ -235,3 +235,38 @@ def test_llm_strategy_samples_give_pass_at_k(tmp_path, monkeypatch, capsys):
     assert doc["summary"]["pass_at_k"] == {"pass@1": 0.5, "pass@2": 1.0}
     assert doc["summary"]["execution_accuracy"] == 1.0 and code == 0
     assert len(server.prompts()) == 4
+
+
+def test_llm_tasks_run_concurrently_in_process(tmp_path, monkeypatch):
+    """--strategy llm runs each task through agent.optimize in this process, --jobs at a time
+    (each task's run finishing only once the other has started), and scores its Outcome."""
+    import threading
+
+    import agent.optimize
+    from agent.outcome import Outcome, Tried
+    from agent.llm.records import Report
+    from runner.schema import EvalResult, Timing
+    tasks, _ = load_suite(FIX / "kernelbench")
+    both_started = threading.Barrier(2, timeout=20)
+    seen = []
+
+    def fake_optimize(request, strategy, runner, settings, on_progress=None):
+        both_started.wait()  # the other task is running too
+        seen.append((strategy, request.target.symbol, settings.llm.model, settings.run_dir.parent.name))
+        base = EvalResult(status="ok", correct=True, message="ok")
+        faster = EvalResult(status="ok", correct=True, message="ok", timing=Timing(
+            ref_ms=2.0, cand_ms=1.0, speedup=2.0, speedup_geomean=2.0, spread_pct=1.0, method="events", cases_timed=1))
+        return Outcome(strategy="llm", baseline=base, source="src", result=faster, speedup=2.0, timed=True,
+                       message="2x", report=Report(target="t", provider="openai", model="m", run_dir="rd"),
+                       tried=[Tried("iteration 1, candidate 1", "mismatch"), Tried("iteration 2, candidate 1",
+                                                                                  "verified", True, 2.0)])
+
+    monkeypatch.setattr(agent.optimize, "optimize", fake_optimize)
+    s = Settings(strategy="llm", trials=1, llm={"provider": "openai", "model": "scripted", "iterations": None})
+    b = Bench(object(), tasks, s, EvalOptions(trials=1, device="interpreter"), tmp_path / "out", jobs=2,
+              stream=open(os.devnull, "w"))
+    records, _ = b.run()
+    assert sorted(seen) == [("llm", "Model", "scripted", "llm")] * 2
+    for r in records:
+        (sample,) = r.samples
+        assert (sample.status, sample.correct, sample.speedup, sample.source) == ("ok", True, 2.0, "rd")
