@@ -26,6 +26,8 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .errors import UNWRITTEN, VARYING
+
 PATTERN_A = 0xFF  # NaN for every float type, -1 for signed integers
 PATTERN_B = 0x7F  # a different value of every type
 
@@ -369,9 +371,42 @@ def any_pattern(obj: Any, byte: int = PATTERN_A) -> bool:
     return False
 
 
-def leave_out(expected: Any, actual: Any, masks: dict[str, torch.Tensor], label: str = "output") -> list[str]:
+
+
+def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
+    """Per tensor path: the elements where two runs of the same code on the same inputs disagree
+    by more than the tolerance (a race, atomics in another order, a read of memory nobody
+    wrote). Paths without such elements are absent."""
+    from .compare import outside
+    out = {}
+    b_leaves = dict(leaves(run_b))
+    for path, a in leaves(run_a):
+        m = outside(a, b_leaves.get(path), tols)
+        if m is not None and bool(m.any()):
+            out[path] = m
+    return out
+
+
+def merge_masks(unwritten_masks: dict, varying_masks: dict) -> dict:
+    """One mask dict (per path, nested one level as ``{key: {path: mask}}``) of what is left out,
+    with each mask's reason: path -> (mask, reason)."""
+    out: dict = {}
+    for masks, why in ((unwritten_masks, UNWRITTEN), (varying_masks, VARYING)):
+        for key, sub in (masks or {}).items():
+            dst = out.setdefault(key, {})
+            for path, m in sub.items():
+                if path in dst:
+                    old, reason = dst[path]
+                    dst[path] = (old | m.to(old.device), reason if reason == why else f"{reason}, or {why}")
+                else:
+                    dst[path] = (m, why)
+    return out
+
+
+def leave_out(expected: Any, actual: Any, masks: dict, label: str = "output") -> list[str]:
     """Set the masked elements of both structures to zero (in place; both are the judge's own
-    copies), where the tensors are comparable. Returns a description per path."""
+    copies), where the tensors are comparable. ``masks``: path -> mask, or path -> (mask,
+    reason). Returns a description per path."""
     notes = []
     if not masks:
         return notes
@@ -380,10 +415,10 @@ def leave_out(expected: Any, actual: Any, masks: dict[str, torch.Tensor], label:
         m = masks.get(path)
         if m is None:
             continue
+        m, why = m if isinstance(m, tuple) else (m, UNWRITTEN)
         a = act.get(path)
         n = int(m.sum())
-        notes.append(f"{label}{path}: {n:,} of {e.numel():,} element(s) left out (the original leaves "
-                     "them unwritten)")
+        notes.append(f"{label}{path}: {n:,} of {e.numel():,} element(s) left out ({why})")
         with torch.no_grad():
             _zero(e, m)
             if isinstance(a, torch.Tensor) and a.shape == e.shape and a.dtype == e.dtype:
