@@ -56,6 +56,8 @@ class ReferenceSide(Side):
             self.ops.ops.clear()
             self.launches.reset()
             return {}
+        if op == "rest":  # between evaluations: hold no records, and no device memory it can give back
+            return self.rest()
         case, trial = int(msg.get("case", 0)), int(msg.get("trial", 0))
         if op == "reference":
             return self.run(case, trial)
@@ -66,6 +68,15 @@ class ReferenceSide(Side):
         if op == "time_alone":
             return self.time_alone(case)
         raise RuntimeError(f"unknown op '{op}'")
+
+    def rest(self) -> dict:
+        import gc
+        self.expected.clear()
+        self.timed_calls.clear()
+        gc.collect()
+        if not self.interp:
+            self.torch.cuda.empty_cache()  # an idle worker holds no cached blocks others could use
+        return {}
 
     # ----------------------------------------------------------------- load
 
