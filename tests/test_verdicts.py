@@ -334,5 +334,5 @@ def test_an_original_that_differs_from_itself_almost_everywhere_cannot_be_checke
     p.write("ref.py", RACY.format(factor="2.0", racy="600"))
     r = p.evaluate(runner, "ref.py::twice")
     assert r.status == "mismatch" and not r.correct, r.message
-    assert "the original's own results differ between two runs on the same inputs: output: 600 of 1,000" \
+    assert "the original's own results differ between runs on the same inputs: output: 600 of 1,000" \
         in r.cases[0].detail, r.cases[0].detail
