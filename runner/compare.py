@@ -55,6 +55,7 @@ class Comparison:
     max_abs: float = 0.0
     max_rel: float = 0.0
     detail: Optional[str] = None
+    structure: bool = False  # a difference of shape, type or length
 
     def fail(self, detail: str) -> "Comparison":
         if self.ok:
@@ -64,11 +65,14 @@ class Comparison:
     def structural(self, detail: str) -> "Comparison":
         """A difference of shape, type or length: no element error can be stated."""
         self.max_abs = self.max_rel = math.inf
+        self.structure = self.structure or self.ok
         return self.fail(detail)
 
     def merge(self, other: "Comparison") -> None:
         self.max_abs = max(self.max_abs, other.max_abs)
         self.max_rel = max(self.max_rel, other.max_rel)
+        if not other.ok and self.ok:
+            self.structure = other.structure
         if not other.ok:
             self.fail(other.detail or "mismatch")
 
@@ -106,22 +110,9 @@ def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tole
                           f"({n} of {exp.numel()} elements differ; {dt} must match exactly)")
         return c
     tol = tolerance_for(dt, tols)
-    if exp.is_complex():
-        e64, a64 = torch.view_as_real(exp).to(torch.float64), torch.view_as_real(act).to(torch.float64)
-    else:
-        e64, a64 = exp.to(torch.float64), act.to(torch.float64)
-    e_nan, a_nan = torch.isnan(e64), torch.isnan(a64)
-    bad = e_nan != a_nan
-    e_inf = torch.isinf(e64)
-    bad |= e_inf & (e64 != a64)
-    finite = ~(e_nan | a_nan | e_inf)
-    err = torch.where(finite, (a64 - e64).abs(), torch.zeros((), dtype=torch.float64, device=e64.device))
-    err = torch.where(torch.isinf(a64) & ~e_inf, torch.full((), math.inf, dtype=torch.float64,
-                                                            device=e64.device), err)
-    scale = max(1.0, float(e64[finite].abs().mean())) if bool(finite.any()) else 1.0
+    e64, a64, err, bad, scale = _errors(exp, act, tol)
+    e_nan, a_nan, e_inf = torch.isnan(e64), torch.isnan(a64), torch.isinf(e64)
     atol = tol.atol * scale
-    limit = atol + tol.rtol * e64.abs()
-    bad |= err > limit
     c.max_abs = float(err.max())
     if bool((e_nan != a_nan).any() or (e_inf & (e64 != a64)).any()):
         c.max_abs = math.inf  # a NaN or an infinity where the other side has a number
@@ -138,6 +129,39 @@ def _compare_tensor(exp: torch.Tensor, act: Any, path: str, tols: dict[str, Tole
                f"{atol_text} + rtol={tol.rtol:g}·|expected| for {dt}; max abs error "
                f"{c.max_abs:.3g}, max rel error {c.max_rel:.3g})")
     return c
+
+
+def _errors(exp: torch.Tensor, act: torch.Tensor, tol: Tolerance):
+    """float64 views, absolute errors, the mask of elements outside the tolerance, and the
+    output's mean magnitude that scales atol (floating-point or complex tensors of one shape)."""
+    if exp.is_complex():
+        e64, a64 = torch.view_as_real(exp).to(torch.float64), torch.view_as_real(act).to(torch.float64)
+    else:
+        e64, a64 = exp.to(torch.float64), act.to(torch.float64)
+    e_nan, a_nan = torch.isnan(e64), torch.isnan(a64)
+    bad = e_nan != a_nan
+    e_inf = torch.isinf(e64)
+    bad |= e_inf & (e64 != a64)
+    finite = ~(e_nan | a_nan | e_inf)
+    err = torch.where(finite, (a64 - e64).abs(), torch.zeros((), dtype=torch.float64, device=e64.device))
+    err = torch.where(torch.isinf(a64) & ~e_inf, torch.full((), math.inf, dtype=torch.float64,
+                                                            device=e64.device), err)
+    scale = max(1.0, float(e64[finite].abs().mean())) if bool(finite.any()) else 1.0
+    bad |= err > tol.atol * scale + tol.rtol * e64.abs()
+    return e64, a64, err, bad, scale
+
+
+def outside(exp: torch.Tensor, act: Any, tols: Optional[dict[str, Tolerance]] = None) -> Optional[torch.Tensor]:
+    """The elements of ``act`` that ``compare`` would call wrong against ``exp``, as a bool mask
+    of ``exp``'s shape (None where the two are not comparable element by element)."""
+    if not isinstance(act, torch.Tensor) or act.shape != exp.shape or act.dtype != exp.dtype \
+            or exp.layout != torch.strided or act.layout != torch.strided:
+        return None
+    act = act.to(exp.device)
+    if not (exp.is_floating_point() or exp.is_complex()):
+        return exp != act
+    bad = _errors(exp, act, tolerance_for(dtype_name(exp.dtype), tols or {}))[3]
+    return bad.any(dim=-1) if exp.is_complex() else bad
 
 
 def compare(expected: Any, actual: Any, tols: Optional[dict[str, Tolerance]] = None,

@@ -82,6 +82,21 @@ def gpu_present(requested: str = "auto") -> bool:
     return any(name.startswith("nvidia") and name[6:].isdigit() for name in os.listdir("/dev"))
 
 
+def _why_no_gpu(torch) -> str:
+    """What torch's device queries say, for an error message."""
+    facts = [f"torch {torch.__version__}",
+             f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}"]
+    for name, query in (("NVML count", getattr(torch.cuda, "_device_count_nvml", None)),
+                        ("driver count", getattr(torch._C, "_cuda_getDeviceCount", None))):
+        if query is None:
+            continue
+        try:
+            facts.append(f"{name} {query()}")
+        except Exception as e:
+            facts.append(f"{name}: {type(e).__name__}: {str(e)[:120]}")
+    return ", ".join(facts)
+
+
 def detect(requested: str = "auto") -> DeviceInfo:
     """Inside a worker (torch importable). Does not initialise CUDA beyond device queries."""
     import torch
@@ -93,11 +108,10 @@ def detect(requested: str = "auto") -> DeviceInfo:
         triton_version = None
     if requested not in ("auto", "cuda", "rocm", "interpreter"):
         raise RuntimeError(f"unknown device '{requested}' (use auto, cuda, rocm or interpreter)")
-    gpu = requested in ("auto", "cuda", "rocm") and torch.cuda.is_available()
+    # A worker that has its CUDA context has a GPU, whatever NVML says inside its sandbox.
+    gpu = requested in ("auto", "cuda", "rocm") and (torch.cuda.is_initialized() or torch.cuda.is_available())
     if requested in ("cuda", "rocm") and not gpu:
-        raise RuntimeError(f"device '{requested}' was asked for, but torch sees no GPU "
-                           f"(torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
-                           f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+        raise RuntimeError(f"device '{requested}' was asked for, but torch sees no GPU ({_why_no_gpu(torch)})")
     if not gpu:
         return DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter", arch=None,
                           torch=torch.__version__, triton=triton_version)

@@ -67,7 +67,10 @@ def classify(exc: BaseException, side: str, where: str, trees: Trees) -> Failure
     if isinstance(exc, MemoryError):
         return Failure("crashed", "host_oom", side, f"{where}: out of host memory", tb=tb,
                        file=file, line=line, retire=True)
-    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in low:
+    # PyTorch's allocator, out of device memory, asks NVML who holds it; where NVML cannot start,
+    # that question fails instead ("NVML_SUCCESS == ... INTERNAL ASSERT FAILED").
+    nvml_oom = "nvml_success" in low and "cudacachingallocator" in low
+    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in low or nvml_oom:
         return Failure("runtime_error", "out_of_memory", side, f"{where}: GPU out of memory",
                        hint="use smaller INPUT_CASES or free GPU memory on the runner",
                        tb=tb, file=file, line=line, retire=True)
@@ -99,3 +102,8 @@ def classify(exc: BaseException, side: str, where: str, trees: Trees) -> Failure
     return Failure("runtime_error", "runtime_error", side,
                    f"{where}: {name}: {first[0][:300] if first else ''}".rstrip(": "),
                    tb=tb, file=file, line=line)
+
+
+# Why elements are left out of a comparison (said in the result's notes).
+UNWRITTEN = "the original leaves them unwritten"
+VARYING = "the original gives them other values on another run"

@@ -26,6 +26,8 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .errors import UNWRITTEN, VARYING
+
 PATTERN_A = 0xFF  # NaN for every float type, -1 for signed integers
 PATTERN_B = 0x7F  # a different value of every type
 
@@ -183,7 +185,16 @@ class TooLarge(Exception):
 CANARY = 0xA5
 PAD_BYTES = 16384
 """Bytes of canary before and after every tensor the code allocates and every input storage:
-a store one element, or one block, past either end lands in them."""
+a store one element, or one block, past either end lands in them. Beside integer and boolean
+tensors the canary is zero, the value of fresh device memory: code that *reads* an index or a
+length one block past such a tensor's end (a common bug that a plain run survives) reads what
+it reads in a plain run, not a value that sends its next access out of bounds; a store of zeros
+past their end goes unseen."""
+
+
+def canary_for(t: torch.Tensor) -> int:
+    return CANARY if (t.is_floating_point() or t.is_complex()) else 0
+
 
 _LIKE_FACTORIES = {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
                    "new_zeros", "new_ones", "new_full", "scalar_tensor"}
@@ -204,12 +215,12 @@ class Guarded:
     """One allocation between guard bands: (whole storage as bytes, first and last byte of the
     tensor's region, a description)."""
 
-    def __init__(self, u8: torch.Tensor, lo: int, hi: int, what: str):
-        self.u8, self.lo, self.hi, self.what = u8, lo, hi, what
+    def __init__(self, u8: torch.Tensor, lo: int, hi: int, what: str, canary: int = CANARY):
+        self.u8, self.lo, self.hi, self.what, self.canary = u8, lo, hi, what, canary
 
     def breach(self) -> Optional[str]:
-        before = int((self.u8[:self.lo] != CANARY).sum()) if self.lo else 0
-        after = int((self.u8[self.hi:] != CANARY).sum()) if self.hi < self.u8.numel() else 0
+        before = int((self.u8[:self.lo] != self.canary).sum()) if self.lo else 0
+        after = int((self.u8[self.hi:] != self.canary).sum()) if self.hi < self.u8.numel() else 0
         if not before and not after:
             return None
         where = " and ".join(x for x in (f"{after:,} byte(s) past its end" if after else "",
@@ -225,7 +236,8 @@ def guarded_empty(like: torch.Tensor, fill_byte: Optional[int]) -> tuple[torch.T
     pad = PAD_BYTES // item
     big = torch.empty((n + 2 * pad,), dtype=like.dtype, device=like.device)
     u8 = _u8(big)
-    u8.fill_(CANARY)
+    canary = canary_for(like)
+    u8.fill_(canary)
     lo, hi = pad * item, (pad + n) * item
     out = big.as_strided(size, stride, pad)
     if fill_byte is not None:
@@ -233,7 +245,7 @@ def guarded_empty(like: torch.Tensor, fill_byte: Optional[int]) -> tuple[torch.T
     else:
         out.copy_(like)
     what = f"a {str(like.dtype).replace('torch.', '')}[{', '.join(map(str, size))}] tensor it allocated"
-    return out, Guarded(u8, lo, hi, what)
+    return out, Guarded(u8, lo, hi, what, canary)
 
 
 def guard_inputs(obj: Any) -> Any:
@@ -250,7 +262,7 @@ def guard_inputs(obj: Any) -> Any:
         if key not in memo:
             nb = st.nbytes()
             u8 = torch.empty((nb + 2 * PAD_BYTES,), dtype=torch.uint8, device=src.device)
-            u8.fill_(CANARY)
+            u8.fill_(canary_for(src))
             u8[PAD_BYTES:PAD_BYTES + nb].copy_(_u8(src))
             memo[key] = u8
         u8 = memo[key]
@@ -286,7 +298,7 @@ def input_breaches(obj: Any) -> list[str]:
         if key in seen or u8.numel() < 2 * PAD_BYTES:
             continue
         seen.add(key)
-        g = Guarded(u8, PAD_BYTES, u8.numel() - PAD_BYTES, f"input{path}")
+        g = Guarded(u8, PAD_BYTES, u8.numel() - PAD_BYTES, f"input{path}", canary_for(t))
         b = g.breach()
         if b:
             out.append(b)
@@ -295,10 +307,11 @@ def input_breaches(obj: Any) -> list[str]:
 
 class Allocations(TorchDispatchMode):
     """Every tensor the code under test allocates (``torch.empty`` and friends, factories such as
-    ``torch.randn`` and ``torch.zeros``) is placed between guard bands; uninitialised ones are
-    filled with a byte pattern, so that an element nothing wrote is the pattern, never a stale
-    value. ``breaches()`` lists allocations whose guard bands were written. Allocations made
-    inside a Triton launch (the CPU interpreter's own) are left alone. With ``max_elements``, a
+    ``torch.randn`` and ``torch.zeros``) is placed between guard bands; uninitialised
+    floating-point ones are filled with a byte pattern, so that an element nothing wrote is the
+    pattern, never a stale value (integer and boolean ones with zeros, as fresh memory).
+    ``breaches()`` lists allocations whose guard bands were written. Allocations made inside a
+    Triton launch (the CPU interpreter's own) are left alone. With ``max_elements``, a
     tensor larger than that stops the code (``TooLarge``): the CPU interpreter would take hours."""
 
     def __init__(self, byte: int, launches=None, max_elements: Optional[int] = None, guard: bool = True):
@@ -325,14 +338,18 @@ class Allocations(TorchDispatchMode):
             isinstance(a, torch.Tensor) for a in list(args) + list((kwargs or {}).values()))
         if not factory or out.layout != torch.strided:
             return out
+        # Integer and boolean memory nobody wrote reads as zero, as fresh device memory does in a
+        # plain run: tests index with torch.empty(..., dtype=torch.int32) and get away with it;
+        # a pattern there would turn those indices into wild addresses.
+        fill = self.byte if (out.is_floating_point() or out.is_complex()) else 0
         with torch.no_grad():
             if self.guard and out.numel() > 0:
-                new, g = guarded_empty(out, self.byte if empty else None)
+                new, g = guarded_empty(out, fill if empty else None)
                 self.guarded.append(g)
                 return new
             if empty:
                 try:
-                    out.untyped_storage().fill_(self.byte)
+                    out.untyped_storage().fill_(fill)
                 except Exception:
                     pass
         return out
@@ -369,9 +386,42 @@ def any_pattern(obj: Any, byte: int = PATTERN_A) -> bool:
     return False
 
 
-def leave_out(expected: Any, actual: Any, masks: dict[str, torch.Tensor], label: str = "output") -> list[str]:
+
+
+def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
+    """Per tensor path: the elements where two runs of the same code on the same inputs disagree
+    by more than the tolerance (a race, atomics in another order, a read of memory nobody
+    wrote). Paths without such elements are absent."""
+    from .compare import outside
+    out = {}
+    b_leaves = dict(leaves(run_b))
+    for path, a in leaves(run_a):
+        m = outside(a, b_leaves.get(path), tols)
+        if m is not None and bool(m.any()):
+            out[path] = m
+    return out
+
+
+def merge_masks(unwritten_masks: dict, varying_masks: dict) -> dict:
+    """One mask dict (per path, nested one level as ``{key: {path: mask}}``) of what is left out,
+    with each mask's reason: path -> (mask, reason)."""
+    out: dict = {}
+    for masks, why in ((unwritten_masks, UNWRITTEN), (varying_masks, VARYING)):
+        for key, sub in (masks or {}).items():
+            dst = out.setdefault(key, {})
+            for path, m in sub.items():
+                if path in dst:
+                    old, reason = dst[path]
+                    dst[path] = (old | m.to(old.device), reason if reason == why else f"{reason}, or {why}")
+                else:
+                    dst[path] = (m, why)
+    return out
+
+
+def leave_out(expected: Any, actual: Any, masks: dict, label: str = "output") -> list[str]:
     """Set the masked elements of both structures to zero (in place; both are the judge's own
-    copies), where the tensors are comparable. Returns a description per path."""
+    copies), where the tensors are comparable. ``masks``: path -> mask, or path -> (mask,
+    reason). Returns a description per path."""
     notes = []
     if not masks:
         return notes
@@ -380,10 +430,10 @@ def leave_out(expected: Any, actual: Any, masks: dict[str, torch.Tensor], label:
         m = masks.get(path)
         if m is None:
             continue
+        m, why = m if isinstance(m, tuple) else (m, UNWRITTEN)
         a = act.get(path)
         n = int(m.sum())
-        notes.append(f"{label}{path}: {n:,} of {e.numel():,} element(s) left out (the original leaves "
-                     "them unwritten)")
+        notes.append(f"{label}{path}: {n:,} of {e.numel():,} element(s) left out ({why})")
         with torch.no_grad():
             _zero(e, m)
             if isinstance(a, torch.Tensor) and a.shape == e.shape and a.dtype == e.dtype:

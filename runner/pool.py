@@ -676,6 +676,13 @@ class WorkerPool:
         if not job.clean or job.uses >= REFERENCE_USES or not job.alive() or job.loaded is None or self._closed:
             job.close()
             return
+        try:  # kept for the next evaluation of this reference: it gives back what it holds
+            reply = job.call({"op": "rest"}, None, Budget(10.0))
+        except Stopped:
+            reply = {"failure": {}}
+        if "failure" in reply:
+            job.close()
+            return
         with self._cond:
             old = self._refs.pop(job.digest, None)
             self._refs[job.digest] = job

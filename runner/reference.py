@@ -12,7 +12,10 @@ judgment cannot be changed by a candidate. Per op (``runner.channel``):
 * ``judge`` (case, trial): load what the candidate's worker wrote (tensors and plain values
   only) and compare it with the kept record: outputs, the inputs' state after the call (the
   candidate must update in place exactly what the reference updates), gradients; for a test,
-  what it returned and every call it made into the code;
+  what it returned and every call it made into the code. When they differ, the reference runs
+  once more on the same inputs: elements where it disagrees with itself have no one right
+  value; they are left out (and said so), unless they are most of a tensor, which then cannot
+  be checked at all;
 * ``time_inputs`` (case): write the inputs to time on; ``time_alone`` (case): time the
   reference by itself, a figure the candidate's process cannot touch (the pool checks the
   reference's time beside the candidate against it).
@@ -26,10 +29,14 @@ from . import channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, TooLarge, any_pattern, clone_layout, guard_inputs, leave_out,
-                       load, save, unwritten)
+                       leaves, load, merge_masks, save, unwritten, varying)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call
 from .units import separator_line
+
+
+RERUNS = 3
+"""How many more runs of the reference, at most, look for elements that vary on a mismatch."""
 
 
 class ReferenceSide(Side):
@@ -53,6 +60,8 @@ class ReferenceSide(Side):
             self.ops.ops.clear()
             self.launches.reset()
             return {}
+        if op == "rest":  # between evaluations: hold no records, and no device memory it can give back
+            return self.rest()
         case, trial = int(msg.get("case", 0)), int(msg.get("trial", 0))
         if op == "reference":
             return self.run(case, trial)
@@ -63,6 +72,15 @@ class ReferenceSide(Side):
         if op == "time_alone":
             return self.time_alone(case)
         raise RuntimeError(f"unknown op '{op}'")
+
+    def rest(self) -> dict:
+        import gc
+        self.expected.clear()
+        self.timed_calls.clear()
+        gc.collect()
+        if not self.interp:
+            self.torch.cuda.empty_cache()  # an idle worker holds no cached blocks others could use
+        return {}
 
     # ----------------------------------------------------------------- load
 
@@ -235,24 +253,83 @@ class ReferenceSide(Side):
 
     def judge(self, case: int, trial: int) -> dict:
         rec, masks, call = self.expected.pop((case, trial))
+        out = str(self.xdir / f"out-{case}-{trial}.pt")
         try:
-            got = load(str(self.xdir / f"out-{case}-{trial}.pt"))  # tensors stay where they were
+            got = load(out)  # tensors stay where they were
         except Exception as e:
             return {"passed": False, "detail": f"no outputs to compare: {e}", "max_abs": None, "max_rel": None}
         if not isinstance(got, dict) or (self.unit != "tests" and "output" not in got):
             return {"passed": False, "detail": "the candidate's outputs are not a record", "max_abs": None,
                     "max_rel": None}
-        notes: list[str] = []
         oob = got.get("oob")
         if oob and not rec.get("oob"):
             return {"passed": False, "max_abs": None, "max_rel": None, "left_out": [],
                     "detail": "writes outside its tensors: " + "; ".join(map(str, oob[:3]))}
-        if self.unit == "tests":
-            c = self.judge_test(rec, got, masks, notes)
-        else:
-            c = self.judge_call(rec, got, masks, call, notes)
+        notes: list[str] = []
+        c = self.compare_record(rec, got, masks, call, notes)
+        if not c.ok and not c.structure:
+            c, notes = self.recheck(case, trial, rec, masks, call, out, c, notes)
         return {"passed": c.ok, "detail": c.detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
                 "left_out": notes}
+
+    def recheck(self, case: int, trial: int, rec: dict, masks: dict, call: Optional[Call], out: str,
+                c: Comparison, notes: list) -> tuple[Comparison, list]:
+        """A mismatch: the reference runs again on the same inputs, up to ``RERUNS`` times, until
+        the elements where it disagrees with itself explain the mismatch (they are left out) or
+        more than half a tensor varies (nothing can be checked there). Otherwise the mismatch
+        stands, described without the elements that vary."""
+        varies: dict = {}
+        for _ in range(RERUNS):
+            again = self.rerun(case, trial, call)
+            if not again:
+                break
+            grew = False
+            for k in rec:
+                if k not in again:
+                    continue
+                for p, m in varying(rec[k], again[k], self.opts.tolerance).items():
+                    if p in masks.get(k, {}):
+                        m = m & ~masks[k][p].to(m.device)  # unwritten already: left out anyway
+                    old = varies.setdefault(k, {}).get(p)
+                    new = m if old is None else (old | m.to(old.device))
+                    grew = grew or old is None or bool((new != old).any())
+                    varies[k][p] = new
+            varies = {k: v for k, v in varies.items() if v}
+            if not varies or not grew:
+                continue
+            most = _mostly(rec, varies)
+            if most:
+                c = Comparison()
+                return c.fail(f"the original's own results differ between runs on the same inputs: {most}; "
+                              "there is no one right answer to check against (a race, atomics, or a read "
+                              "of memory the original never wrote?)"), notes
+            again_notes: list[str] = []
+            retry = self.compare_record(rec, load(out), merge_masks(masks, varies), call, again_notes)
+            c, notes = retry, again_notes  # what is wrong beyond what varies
+            if retry.ok:
+                break
+        return c, notes
+
+    def compare_record(self, rec: dict, got: dict, masks: dict, call: Optional[Call], notes: list) -> Comparison:
+        if self.unit == "tests":
+            return self.judge_test(rec, got, masks, notes)
+        return self.judge_call(rec, got, masks, call, notes)
+
+    def rerun(self, case: int, trial: int, call: Optional[Call]) -> dict:
+        """The reference once more on the trial's inputs (under the second allocation pattern):
+        what it gives when nothing but the run changes. {} when it cannot run again."""
+        seed = self.seed(case, trial)
+        fn = self.function() if self.unit != "tests" else None
+        try:
+            if self.unit == "tests":
+                again, _ = self.record_test(self.module, self.req.target.path, self.tests[case], seed, PATTERN_B)
+            else:
+                again = self.record_call(fn, clone_call(call), seed, PATTERN_B)
+        except Failure:
+            raise
+        except BaseException:
+            return {}
+        return again
 
     def judge_call(self, rec: dict, got: dict, masks: dict, call: Call, notes: list) -> Comparison:
         tol = self.opts.tolerance
@@ -275,6 +352,8 @@ class ReferenceSide(Side):
         names = list(self.param_names(self.obj) or [])[:len(call.args)] + list(call.kwargs)
         for k in sorted(exp_g, key=int):
             label = names[int(k)] if int(k) < len(names) else f"argument {k}"
+            notes += leave_out(exp_g[k], got_g[k], _sub_masks(masks.get("grads", {}), f"[{k!r}]"),
+                               f"gradient of '{label}'")
             c.merge(compare(exp_g[k], got_g[k], tol, path=f"gradient of '{label}'"))
             if not c.ok:
                 break
@@ -378,6 +457,16 @@ def _transferable(obj) -> bool:
 def _finite(x) -> Optional[float]:
     import math
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _mostly(rec: dict, varies: dict) -> str:
+    """The first tensor of which more than half the elements vary between runs, described; ''."""
+    for key, masks in varies.items():
+        for path, t in leaves(rec.get(key)):
+            m = masks.get(path)
+            if m is not None and t.numel() and int(m.sum()) * 2 > t.numel():
+                return f"{key}{path}: {int(m.sum()):,} of {t.numel():,} elements"
+    return ""
 
 
 def _sub_masks(masks: dict, prefix: str) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from .errors import UNWRITTEN, VARYING
 from .schema import (CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Flag,
                      KernelResources, Timing, from_dict)
 
@@ -294,7 +295,10 @@ class Verdict:
         if skipped:
             base += f" ({skipped} skipped here)"
         if self.left_out:
-            base += "; parts the original leaves unwritten are not compared"
+            base += "; parts the original leaves unwritten or gives other values on each run are not compared" \
+                if any(VARYING in n for n in self.left_out) and any(UNWRITTEN in n for n in self.left_out) else \
+                "; parts that differ between two runs of the original are not compared" \
+                if any(VARYING in n for n in self.left_out) else "; parts the original leaves unwritten are not compared"
         if r.timing:
             t = r.timing
             if self.self_check:
@@ -306,9 +310,12 @@ class Verdict:
     def finish(self) -> EvalResult:
         r = self.result
         r.launches = r.launches or {s: sorted(v) for s, v in self.launches.items() if v}
-        if self.left_out:
-            self.flag("unwritten_output", "info", "left out of the comparison: " + "; ".join(self.left_out[:4])
-                      + (f" (and {len(self.left_out) - 4} more)" if len(self.left_out) > 4 else ""))
+        for code, severity, notes in (("unwritten_output", "info", [n for n in self.left_out if VARYING not in n]),
+                                      ("nondeterministic_original", "warning",
+                                       [n for n in self.left_out if VARYING in n])):
+            if notes:
+                self.flag(code, severity, "left out of the comparison: " + "; ".join(notes[:4])
+                          + (f" (and {len(notes) - 4} more)" if len(notes) > 4 else ""))
         if not self.done:
             r.status, r.correct = "ok", True
             r.message = self.summary()

@@ -1,4 +1,4 @@
-"""Work done once in the fork server so that every forked worker starts warm (CPU interpreter).
+"""Work done once in the fork server so that every forked worker starts warm.
 
 The first interpreted Triton launch in a process costs about 40 ms more than later ones (the
 interpreter sets itself up); the first ``torch.save``/``torch.load`` import what they need.
@@ -33,3 +33,44 @@ def warm(interpreter: bool) -> None:
         load(path)
     if interpreter:
         _touch[(1,)](torch.zeros(64), 64, BLOCK=64)
+
+
+@triton.jit
+def _salted(x_ptr, n, SALT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + SALT, mask=mask)
+
+
+def compile_pipeline() -> None:
+    """In the fork server on a GPU box: one whole Triton compile, ahead of time, of a kernel no
+    cache holds. A process's first compile costs about a second more than later ones (the
+    compiler's backends, LLVM, ptxas's version); done here, once, before any fork, no worker
+    pays it with its first candidate. The target is the backend's usual one (the GPU itself may
+    not be asked: that would start its driver here); what is warmed does not depend on it.
+    Starts no thread and touches no GPU. Best effort: a failure here changes nothing else."""
+    import random
+
+    import torch
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        target = GPUTarget("hip", "gfx942", 64) if torch.version.hip else GPUTarget("cuda", 90, 32)
+        salt = random.randint(1, 1 << 30)  # a kernel of its own: a cache hit would warm nothing
+        src = ASTSource(_salted, signature={"x_ptr": "*fp32", "n": "i32", "SALT": "constexpr", "BLOCK": "constexpr"},
+                        constexprs={"SALT": salt, "BLOCK": 128})
+    except Exception:
+        return
+    old = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="geak-warm-") as d:
+        os.environ["TRITON_CACHE_DIR"] = d  # nothing of it stays in any cache
+        try:
+            triton.compile(src, target=target)
+        except Exception:
+            pass
+        finally:
+            if old is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = old

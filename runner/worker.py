@@ -96,6 +96,8 @@ def prepare(requested: str) -> bool:
     from . import warmup
     threads = len(os.listdir("/proc/self/task"))
     warmup.warm(interpreter=not gpu)  # before the launch recorder: this launch is nobody's
+    if gpu:
+        warmup.compile_pipeline()
     if len(os.listdir("/proc/self/task")) != threads:
         raise RuntimeError("warming up started a thread in the fork server; its workers would hang")
     launches = guards.LaunchRecorder()
@@ -145,6 +147,10 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
         sandbox_facts = _lock_down(scratch, keeper, ns)
         from . import devices, schema
         requested = _STATE["requested"]
+        # The fork server counted GPUs through NVML so as not to start the driver before
+        # forking; from here on torch asks the driver, as it does in a plain run (NVML may not
+        # start inside the sandbox, and its count would then say no GPU).
+        os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
         if _STATE["gpu"]:
             import torch
             torch.cuda.init()

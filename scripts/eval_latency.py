@@ -76,17 +76,40 @@ def main() -> int:
             reqs.append(req)
         return reqs
 
+    ops: dict = {}  # seconds per worker op (and the wait for a worker), where the runner has them
+    try:
+        from runner import pool as _pool
+
+        def timed(fn, key):
+            def wrapper(*a, **k):
+                t0 = time.perf_counter()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    name = key(*a, **k)
+                    ops.setdefault(name, []).append(time.perf_counter() - t0)
+            return wrapper
+        _pool.Job.call = timed(_pool.Job.call, lambda self, msg, *a, **k: f"{msg.get('op')}")
+        for name in ("_take_reference", "_take_spare", "_spawn"):
+            if hasattr(_pool.WorkerPool, name):
+                setattr(_pool.WorkerPool, name, timed(getattr(_pool.WorkerPool, name), lambda *a, _n=name, **k: _n))
+    except (ImportError, AttributeError):
+        pass
     report = {"label": args.label, "device": args.device, "workers": args.workers, "n": args.n, "elements": size}
     with LocalRunner(workers=args.workers, device=args.device) as runner:
         runner.pool.warm(args.workers)
         report["device_name"] = runner.device_info().name
         runner.evaluate(requests("warm")[0])  # one evaluation before the clock (reference compiled)
-        lat, statuses = [], []
+        lat, statuses, phases = [], [], {}
+        ops.clear()
         for req in requests("seq"):
             t0 = time.perf_counter()
             r = runner.evaluate(req)
             lat.append(time.perf_counter() - t0)
             statuses.append(r.status)
+            for k, v in (getattr(r, "phases", None) or {}).items():
+                phases.setdefault(k, []).append(v)
+        seq_ops = {k: [round(sum(v) / len(lat), 3), len(v)] for k, v in ops.items()}
         reqs = requests("batch")
         t0 = time.perf_counter()
         results = runner.evaluate_many(reqs)
@@ -96,12 +119,16 @@ def main() -> int:
         p50_s=statistics.median(lat), p95_s=lat_sorted[int(0.95 * (len(lat) - 1))],
         sequence_per_minute=60 * len(lat) / sum(lat), sequence_ok=statuses.count("ok"),
         batch_per_minute=60 * len(reqs) / wall, batch_ok=sum(r.status == "ok" for r in results),
-        statuses=sorted(set(statuses) | {r.status for r in results}))
+        statuses=sorted(set(statuses) | {r.status for r in results}),
+        phases_p50_s={k: round(statistics.median(v), 3) for k, v in phases.items()},
+        ops_s_per_evaluation=seq_ops)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"latency-{args.label}.json").write_text(json.dumps(report, indent=1))
     print(f"{args.label}: p50 {report['p50_s']:.3f} s, p95 {report['p95_s']:.3f} s, sequence "
           f"{report['sequence_per_minute']:.0f}/min ({report['sequence_ok']}/{args.n} ok), batch "
-          f"{report['batch_per_minute']:.0f}/min with {args.workers} workers ({report['batch_ok']}/{args.n} ok)")
+          f"{report['batch_per_minute']:.0f}/min with {args.workers} workers ({report['batch_ok']}/{args.n} ok)"
+          + (f"; phases p50 {report['phases_p50_s']}" if phases else "")
+          + (f"; seconds per evaluation in [op: s, calls] {seq_ops}" if seq_ops else ""))
     return 0
 
 

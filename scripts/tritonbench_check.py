@@ -152,13 +152,24 @@ def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | 
     def original(f: Path) -> dict:
         r = _sub(PLAIN.format(root=str(ROOT), path=str(f), twice=True, save=str(gold / f"{f.stem}.pt")), 120)
         r["task"] = f.stem
+        if r.get("ran"):  # and once more in a process of its own: does it repeat across processes?
+            again = str(gold / f"{f.stem}.again.pt")
+            x = _sub(PLAIN.format(root=str(ROOT), path=str(f), twice=False, save=again), 120)
+            if x.get("ran"):
+                c = _sub(COMPARE.format(root=str(ROOT), a=str(gold / f"{f.stem}.pt"), b=again), 120)
+                r["repeat_process"] = bool(c.get("same"))
+                r["repeat_process_detail"] = c.get("detail")
+            else:
+                r["repeat_process"] = False
+                r["repeat_process_detail"] = x.get("error")
         return r
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
         originals = list(ex.map(original, files))
     (out / "plain.json").write_text(json.dumps(originals, indent=1))
     print(f"originals: {sum(r['ran'] for r in originals)}/{len(files)} ran, "
-          f"{sum(bool(r.get('repeat')) for r in originals)} repeat, {time.time() - t0:.0f} s", flush=True)
+          f"{sum(bool(r.get('repeat')) for r in originals)} repeat in one process, "
+          f"{sum(bool(r.get('repeat_process')) for r in originals)} across processes, {time.time() - t0:.0f} s", flush=True)
     if mutants is None:
         return
     ok = {r["task"] for r in originals if r.get("ran") and r.get("repeat")}

@@ -198,8 +198,10 @@ def test_every_suite_task_matches_its_pytorch_reference(runner):
 
 @pytest.mark.slow
 def test_every_suite_task_passes_geak_eval_against_itself(runner):
-    """What `geak eval benchmarks/<task>.py::<task>` checks: it runs and gives the same answer twice."""
+    """What `geak eval benchmarks/<task>.py::<task>` checks: it runs and gives the same answer twice.
+    Every third task (each task's code already runs, as a candidate, in the test above)."""
     tasks, _ = load_suite(ROOT / "benchmarks")
+    tasks = tasks[::3]
     results = runner.evaluate_many([t.request(EvalOptions(trials=1, device="interpreter")) for t in tasks])
     bad = [f"{t.name}: {r.status}: {r.message}" for t, r in zip(tasks, results) if r.status != "ok"]
     assert not bad, "\n".join(bad)

@@ -71,6 +71,22 @@ def test_stores_past_the_end_of_an_allocation_or_an_input_land_in_guard_bands():
     torch.empty(0).set_(x.untyped_storage(), x.storage_offset() - 1, (1,), (1,)).fill_(3.0)
     assert "before its start" in input_breaches([x, y])[0]
     assert int(torch.empty(0, dtype=torch.uint8).set_(y.untyped_storage())[0]) == CANARY
+    # Beside an integer tensor the band is zero (see below), and a nonzero store there is seen.
+    (i,) = guard_inputs((torch.arange(5),))
+    torch.empty(0, dtype=torch.int64).set_(i.untyped_storage(), i.storage_offset(), (6,), (1,))[5] = 7
+    assert "past its end" in input_breaches([i])[0]
+
+
+def test_memory_nobody_wrote_reads_as_in_a_plain_run_where_it_could_become_an_address():
+    # An index tensor from torch.empty and a read one block past a tensor's end: a plain run
+    # reads fresh (zeroed) memory there; so must the evaluated code, or its next access is wild.
+    with Allocations(PATTERN_A) as alloc:
+        idx = torch.empty(8, dtype=torch.int32)
+        flags = torch.empty(4, dtype=torch.bool)
+        lengths = torch.zeros(2, dtype=torch.int64)
+    assert idx.tolist() == [0] * 8 and flags.tolist() == [False] * 4
+    past = torch.empty(0, dtype=torch.int64).set_(lengths.untyped_storage(), lengths.storage_offset(), (16,), (1,))
+    assert past.tolist() == [0] * 16 and alloc.breaches() == []
 
 
 def test_shared_compile_layer_entries_are_promoted_and_read(tmp_path, monkeypatch):

@@ -286,3 +286,53 @@ def test_requests_that_share_one_options_record_are_each_resolved_alone(tmp_path
     a, b = runner.evaluate(first), runner.evaluate(second)
     assert a.inputs_convention == "tests" and b.inputs_convention == "cases", (a.message, b.message)
     assert a.correct and b.correct and opts.unit == "auto"
+
+
+RACY = '''
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * {factor}, mask=mask)
+
+
+def twice(x):
+    out = torch.empty_like(x)
+    twice_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+    out[:{racy}] = float(time.perf_counter_ns() % 1000003)  # a race: what lands here changes each run
+    return out
+
+
+def get_inputs():
+    return [torch.randn(1000, device="cuda")]
+'''
+
+
+def test_elements_the_original_gives_other_values_on_each_run_are_left_out_and_said_so(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", RACY.format(factor="2.0", racy="3"))
+    r = p.evaluate(runner, "ref.py::twice")
+    assert r.status == "ok" and r.correct, r.message
+    assert "3 of 1,000 element(s) left out (the original gives them other values on another run)" \
+        in r.cases[0].excluded, r.cases[0].excluded
+    assert "nondeterministic_original" in flag_codes(r, "warning") and "not compared" in r.message
+    # Everything else is still checked.
+    p.write("wrong.py", RACY.format(factor="2.001", racy="3"))
+    r = p.evaluate(runner, "ref.py::twice", "wrong.py::twice")
+    assert r.status == "mismatch" and "output[3]" in r.cases[0].detail, r.cases[0].detail
+
+
+def test_an_original_that_differs_from_itself_almost_everywhere_cannot_be_checked_against(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", RACY.format(factor="2.0", racy="600"))
+    r = p.evaluate(runner, "ref.py::twice")
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "the original's own results differ between runs on the same inputs: output: 600 of 1,000" \
+        in r.cases[0].detail, r.cases[0].detail
