@@ -26,6 +26,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .compare import map_tensors, outside
 from .errors import UNWRITTEN, VARYING
 
 PATTERN_A = 0xFF  # NaN for every float type, -1 for signed integers
@@ -72,8 +73,9 @@ def clone_layout(obj: Any, memo: Optional[dict] = None) -> Any:
     share a storage still sharing one copy of it. ``requires_grad`` is kept on floating
     tensors (as fresh leaves)."""
     memo = {} if memo is None else memo
-    if isinstance(obj, torch.Tensor):
-        src = obj.detach()
+
+    def one(t: torch.Tensor) -> torch.Tensor:
+        src = t.detach()
         try:
             storage = src.untyped_storage()
             key = (storage.data_ptr(), storage.nbytes(), src.device)
@@ -86,16 +88,11 @@ def clone_layout(obj: Any, memo: Optional[dict] = None) -> Any:
                 memo[key] = storage.clone()
             out = torch.empty((0,), dtype=src.dtype, device=src.device)
             out.set_(memo[key], src.storage_offset(), src.size(), src.stride())
-        if obj.requires_grad and (out.is_floating_point() or out.is_complex()):
+        if t.requires_grad and (out.is_floating_point() or out.is_complex()):
             out.requires_grad_(True)
         return out
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(clone_layout(o, memo) for o in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(clone_layout(o, memo) for o in obj)
-    if isinstance(obj, dict):
-        return {k: clone_layout(v, memo) for k, v in obj.items()}
-    return obj
+
+    return map_tensors(obj, one)
 
 
 def leaves(obj: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -273,18 +270,7 @@ def guard_inputs(obj: Any) -> Any:
             out.requires_grad_(True)
         return out
 
-    def walk(o):
-        if isinstance(o, torch.Tensor):
-            return home(o)
-        if isinstance(o, tuple) and hasattr(o, "_fields"):
-            return type(o)(*(walk(x) for x in o))
-        if isinstance(o, (list, tuple)):
-            return type(o)(walk(x) for x in o)
-        if isinstance(o, dict):
-            return {k: walk(v) for k, v in o.items()}
-        return o
-
-    return walk(obj)
+    return map_tensors(obj, home)
 
 
 def input_breaches(obj: Any) -> list[str]:
@@ -392,7 +378,6 @@ def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
     """Per tensor path: the elements where two runs of the same code on the same inputs disagree
     by more than the tolerance (a race, atomics in another order, a read of memory nobody
     wrote). Paths without such elements are absent."""
-    from .compare import outside
     out = {}
     b_leaves = dict(leaves(run_b))
     for path, a in leaves(run_a):

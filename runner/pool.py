@@ -222,7 +222,7 @@ class Job:
         """Send an op and wait for its reply, holding the device lock the op needs (``read``,
         ``write``, or None; "held" when the caller holds it). Raises ``Stopped``."""
         pool = self.pool
-        gpu = self.device is not None and self.device.backend != "interpreter"
+        gpu = self.device is not None and self.device.is_gpu
         held: Optional[str] = None
 
         def take():

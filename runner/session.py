@@ -24,7 +24,7 @@ from typing import Optional
 
 from . import sandbox
 from .pool import Budget, Job, Stopped, promote_compiles
-from .schema import EvalRequest, EvalResult
+from .schema import EvalRequest, EvalResult, beats
 from .verdict import Verdict
 
 
@@ -47,7 +47,7 @@ class Session:
     @property
     def gpu(self) -> bool:
         d = self.cand.device
-        return d is not None and d.backend != "interpreter"
+        return d is not None and d.is_gpu
 
     def seed(self, case: int, trial: int) -> int:
         return self.opts.seed + 1000 * case + (trial if trial >= 0 else 997)
@@ -336,9 +336,9 @@ class Session:
 
 def _claims_faster(t: Optional[dict]) -> bool:
     try:
-        spread = max(float(t.get("ref_spread_pct") or 0), float(t.get("cand_spread_pct") or 0)) / 100
-        return float(t["ref_ms"]) > float(t["cand_ms"]) * (1 + max(0.01, spread))
-    except (TypeError, KeyError, ValueError, AttributeError):
+        spread = max(float(t.get("ref_spread_pct") or 0), float(t.get("cand_spread_pct") or 0))
+        return beats(float(t["ref_ms"]) / float(t["cand_ms"]), spread)
+    except (TypeError, KeyError, ValueError, AttributeError, ZeroDivisionError):
         return False
 
 

@@ -47,7 +47,7 @@ class Side:
         from . import guards
         self.torch, self.guards = torch, guards
         self.req, self.opts, self.device = req, req.options, device
-        self.interp = device.backend == "interpreter"
+        self.interp = not device.is_gpu
         self.launches = launches
         self.xdir = xdir
         self.self_check = req.candidate is None
