@@ -135,9 +135,10 @@ def geak(*args, cwd, timeout=300):
 
 
 def test_bad_ray_runners_are_one_line_errors(project, monkeypatch):
-    from agent.cli import exit_code, make_runner
+    from agent.commands import exit_code
     from geak_lsp import settings as S
     from runner.config import ConfigError
+    from runner.runners import open_runner
     url = f"ray://127.0.0.1:{free_port()}"  # nothing listens here
     r = RayRunner.from_spec(url, connect_s=0.5)
     t0 = time.monotonic()
@@ -150,11 +151,11 @@ def test_bad_ray_runners_are_one_line_errors(project, monkeypatch):
         r.device_info()
     r.close()
     for spec in ("ray:", "ray:gpu-box", "ray://gpu-box", "ray://gpu-box:x"):
-        with pytest.raises(ConfigError, match="use ray://HOST:PORT"):
-            make_runner(spec, "auto", 1)
+        with pytest.raises(ConfigError, match=f"runner '{spec}': use .*ray://HOST:PORT.* or ray:auto"):
+            open_runner(spec, "auto", 1)
     monkeypatch.setitem(sys.modules, "ray", None)  # as where Ray is not installed
     with pytest.raises(ConfigError, match=r"needs Ray.*pip install 'geak\[ray\]'"):
-        make_runner("ray://gpu-box:10001", "auto", 1)
+        open_runner("ray://gpu-box:10001", "auto", 1)
     for url in ("ray://gpu-box:10001", "ray:auto"):
         s, problems = S.parse({"runner.url": url})
         assert s.runner_url == url and problems == []
