@@ -95,7 +95,7 @@ def main() -> int:
                 runner.pool.warm(n * args.workers)
                 slots = n * args.workers
             try:
-                device = runner.device_info().describe()
+                device = str(runner.device_info())
                 warm = runner.evaluate_many(requests(slots))  # before the clock: references loaded, kernels compiled
                 ready_s = time.perf_counter() - t0
                 before = [a["served"] for a in runner.actors()] if kind == "ray" else []
