@@ -22,7 +22,8 @@ class Settings:
     provider: Optional[str] = None
     model: Optional[str] = None
     runner_url: Optional[str] = None
-    """``geak.runner.url``: a ``geak-runner serve`` URL (or file:///spool); None = local."""
+    """``geak.runner.url``: a ``geak-runner serve`` URL (or file:///spool, ray://HOST:PORT, ray:auto);
+    None = local."""
     iterations: int = 3
     parallel: int = 1
     interpreter: Optional[str] = None
@@ -80,9 +81,12 @@ def _str_or_null(v) -> Optional[str]:
 def _url(v) -> Optional[str]:
     if v is None or v == "local":
         return None
-    if isinstance(v, str) and v.split("://", 1)[0] in ("http", "https", "file") and "://" in v:
+    if isinstance(v, str) and v.split("://", 1)[0] in ("http", "https", "file", "ray") and "://" in v:
         return None
-    return "'local', an http(s):// URL of a geak-runner daemon, a file:/// spool directory, or null"
+    if v == "ray:auto":
+        return None
+    return ("'local', an http(s):// URL of a geak-runner daemon, a file:/// spool directory, a Ray cluster "
+            "(ray://HOST:PORT or ray:auto), or null")
 
 
 SCHEMA: dict[str, tuple[str, Callable[[Any], Optional[str]]]] = {

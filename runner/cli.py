@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
     i.add_argument("--json", action="store_true")
     i.add_argument("--runner", metavar="URL", help="ask a geak-runner serve daemon (http[s]://HOST:PORT, "
-                   "token from GEAK_RUNNER_TOKEN) or spool (file:///DIR) instead of this host")
+                   "token from GEAK_RUNNER_TOKEN), spool (file:///DIR) or Ray cluster (ray://HOST:PORT, "
+                   "ray:auto) instead of this host")
     s = sub.add_parser("serve", help="run the runner daemon: evaluations over HTTP (and a spool directory)",
                        description="Serve evaluations to editors and `geak --runner URL`. Whoever holds "
                                    "the token can run code on this host with this process's rights.")
@@ -93,6 +94,10 @@ def cmd_info(args) -> int:
         return 2
     try:
         d = runner.device_info()
+        actors = []
+        if hasattr(runner, "actors"):  # a Ray cluster: every actor's device, once they are up
+            runner.settle(60.0)
+            actors = runner.actors()
     except PoolError as e:
         print(f"geak-runner: {e}", file=sys.stderr)
         if getattr(e, "hint", None):
@@ -105,6 +110,11 @@ def cmd_info(args) -> int:
     else:
         peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
         print(f"{d}{peak}; torch {d.torch}, triton {d.triton}")
+        for a in actors:  # a Ray cluster: one line per actor
+            print(f"  actor {a['index']}: {a['state']}" + (f", {a['device'] or a['error']}"
+                                                             if a['device'] or a['error'] else "")
+                  + (f" on {a['host']} (pid {a['pid']}" + (f", GPU {a['gpus']})" if a['gpus'] else ")")
+                     if a.get("host") else ""))
     return 0
 
 

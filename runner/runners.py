@@ -3,6 +3,8 @@
   local                  a worker pool on this machine (``LocalRunner``)
   http(s)://HOST:PORT    a ``geak-runner serve`` daemon (``RemoteRunner``; token from GEAK_RUNNER_TOKEN)
   file:///DIR            the spool directory of such a daemon (``SpoolRunner``)
+  ray://HOST:PORT        a Ray cluster through the Ray client (``RayRunner``; ``ray:auto``: the
+                         cluster this machine belongs to)
 
 ``open_runner`` is the one place a spec is read: the CLI (``--runner``), the benchmark harness
 and the language server (``geak.runner.url``) all open their runner here. Another kind of
@@ -28,7 +30,7 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
-USAGE = "use 'local', http://HOST:PORT, https://HOST:PORT or file:///SPOOL/DIR"
+USAGE = "use 'local', http://HOST:PORT, https://HOST:PORT, file:///SPOOL/DIR, ray://HOST:PORT or ray:auto"
 
 
 def _local(spec: str, device: str, workers: Optional[int]) -> Runner:
@@ -50,10 +52,17 @@ def _spool(spec: str, device: str, workers: Optional[int]) -> Runner:
     return SpoolRunner(urllib.parse.unquote(spec[len("file://"):]))
 
 
+def _ray(spec: str, device: str, workers: Optional[int]) -> Runner:
+    # One actor per GPU of the cluster, each with a worker pool of `workers` (runner/ray.py).
+    from .ray import RayRunner
+    return RayRunner.from_spec(spec, device=device, workers=workers or 2)
+
+
 SCHEMES: dict[str, Callable[[str, str, Optional[int]], Runner]] = {
     "http": _daemon,
     "https": _daemon,
     "file": _spool,
+    "ray": _ray,
 }
 """URL scheme -> how to open a runner of that kind: ``(spec, device, workers) -> Runner``."""
 
@@ -66,6 +75,8 @@ def open_runner(spec: Optional[str] = None, device: str = "auto", workers: Optio
     if spec == "local":
         return _local(spec, device, workers)
     scheme, sep, _ = spec.partition("://")
+    if spec == "ray:auto":  # the only spec without "//"
+        scheme, sep = "ray", ":"
     opener = SCHEMES.get(scheme) if sep else None
     if opener is None:
         raise ConfigError(f"runner '{spec}': {USAGE}")

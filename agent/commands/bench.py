@@ -41,7 +41,8 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--device", choices=["auto", "cuda", "interpreter"], default="auto")
     b.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
     b.add_argument("--jobs", type=int, default=None,
-                   help="tasks in flight at once (default: --workers for none, 1 for tune and llm)")
+                   help="tasks in flight at once (default for none: the runner's evaluation slots, "
+                        "--workers here or actors x --workers on Ray; 1 for tune and llm)")
     b.add_argument("--trials", type=int, default=None, help="fresh seeded inputs per case (default 3)")
     b.add_argument("--eval-timeout", dest="eval_timeout", type=float, metavar="S",
                    help="time limit in seconds for each phase of every evaluation (import, run, timing); "
@@ -177,7 +178,8 @@ def _load(args, suite: Path):
 
 
 def _run(args, runner, tasks, settings: Settings, opts, out: Path):
-    jobs = args.jobs or (args.workers if settings.strategy == "none" else 1)
+    # A runner that knows its evaluation slots (a Ray cluster: actors x --workers) sets the default.
+    jobs = args.jobs or ((getattr(runner, "slots", None) or args.workers) if settings.strategy == "none" else 1)
     cache = BaselineCache(Path(args.baseline_cache) if args.baseline_cache else default_cache())
     try:
         bench = Bench(runner, tasks, settings, opts, out, resume=args.resume, jobs=jobs, cache=cache,
