@@ -220,6 +220,15 @@ def test_an_actor_killed_mid_evaluation_is_survived(pair, runner, project):
     assert pair.retried == 1 and pair.actors()[0]["lost"] == 1
 
 
+def wait_until_running(pair, settle: float) -> None:
+    """Until an actor runs an evaluation (at most 60 s), then ``settle`` seconds more."""
+    deadline = time.monotonic() + 60
+    while not any(a["running"] for a in pair.actors()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(settle)
+
+
 def test_a_request_lost_max_attempts_times_is_given_up(pair, project):
     project.write("slow.py", SLOW)
     pair.max_attempts = 1
@@ -227,11 +236,7 @@ def test_a_request_lost_max_attempts_times_is_given_up(pair, project):
         out: dict = {}
         t = threading.Thread(target=lambda: out.setdefault("res", pair.evaluate(quick(project, "slow.py::add_relu"))))
         t.start()
-        deadline = time.monotonic() + 60
-        while not any(a["running"] for a in pair.actors()):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.5)
+        wait_until_running(pair, settle=0.5)
         os.kill(next(a["pid"] for a in pair.actors() if a["running"]), signal.SIGKILL)
         t.join(60)
     finally:
@@ -250,11 +255,7 @@ def test_close_cancels_what_has_not_started(pair, project):
     t = threading.Thread(target=lambda: out.update(res=pair.evaluate_many(
         [quick(project, "slow.py::add_relu") for _ in range(4)])))
     t.start()
-    deadline = time.monotonic() + 60
-    while not any(a["running"] for a in pair.actors()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.3)
+    wait_until_running(pair, settle=0.3)
     t0 = time.monotonic()
     pair.close()
     t.join(30)
