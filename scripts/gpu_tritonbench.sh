@@ -23,7 +23,7 @@ for phase in "$@"; do
     plain) timeout 300 python3 scripts/tritonbench_check.py plain "$TB" "$OUT" --jobs 14 --gold /tmp/geak-gold ;;
     mutants) timeout 400 python3 scripts/tritonbench_check.py plain "$TB" "$OUT" --mutants "${TB}_mut" --jobs 14 --gold /tmp/geak-gold ;;
     bench) timeout ${BENCH_S:-420} python3 -m agent.cli bench "$TB" --format tritonbench --jobs ${JOBS:-6} \
-             --workers ${JOBS:-6} --trials 2 ${TASKS_PATTERN:+--tasks "$TASKS_PATTERN"} --out /tmp/geak-bench1 \
+             --workers ${JOBS:-6} --trials 2 --eval-timeout ${EVAL_S:-90} ${BUDGET_S:+--time-budget "$BUDGET_S"} ${TASKS_PATTERN:+--tasks "$TASKS_PATTERN"} --out /tmp/geak-bench1 \
              --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
            tail -3 "$OUT/bench.log"; tar czf "$OUT/bench_tasks.tgz" -C /tmp geak-bench1 ;;
     benchmut) timeout 420 python3 -m agent.cli bench "$TB" --format tritonbench --candidates "${TB}_mut" --jobs 6 \
@@ -33,7 +33,8 @@ for phase in "$@"; do
     latency)
       PYTHONPATH=${BASELINE:?} timeout 200 python3 scripts/eval_latency.py --out "$OUT" --label before --workers 2 --n 16
       timeout 200 python3 scripts/eval_latency.py --out "$OUT" --label after --workers 2 --n 16 ;;
-    gpu) timeout 400 python3 -m pytest -q tests/test_gpu.py -m gpu -o addopts="" -p no:cacheprovider 2>&1 | tail -15 ;;
+    gpu) timeout ${GPU_S:-300} python3 -m pytest -q tests/test_gpu.py -m gpu -o addopts="" -p no:cacheprovider > "$OUT/gpu.log" 2>&1
+         tail -15 "$OUT/gpu.log" ;;
   esac
   echo "== $phase: $(( $(date +%s) - t0 )) s"
 done
