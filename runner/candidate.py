@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from . import channel
+from . import autotune_pin, channel
 from .errors import Failure
 from .exchange import PATTERN_A, clone_layout, load, save
 from .inputs import Call, unit_tests
@@ -38,6 +38,7 @@ class CandidateSide(Side):
         self.ops = self.guards.OpRecorder(self.launches)
         self.models: dict[str, Any] = {}
         self.ref_threads: set = set()
+        self.pins = autotune_pin.Pins()
 
     def handle(self, op: str, msg: dict) -> dict:
         case, trial = int(msg.get("case", 0)), int(msg.get("trial", 0))
@@ -161,6 +162,7 @@ class CandidateSide(Side):
         self.launches.side, self.launches.expected_stream = "candidate", stream
         self.ops.expected_stream = stream
         n0 = len(self.launches.launches["candidate"])
+        self.pins.apply(self.xdir, self.trees.loaded.get("candidate", []), self.trees.roots["candidate"])
         try:
             if self.unit == "tests":
                 test = self.tests[case]
@@ -190,7 +192,8 @@ class CandidateSide(Side):
             self.launches.side = self.launches.expected_stream = self.ops.expected_stream = None
             self.note_threads(before)
         save(str(self.xdir / f"out-{case}-{trial}.pt"), rec)
-        return {"launches": sorted({x.kernel for x in self.launches.launches["candidate"][n0:]})}
+        return {"launches": sorted({x.kernel for x in self.launches.launches["candidate"][n0:]}),
+                "pinned": sorted(self.pins.kernels)}
 
     def note_threads(self, before: set) -> None:
         self.new_threads = getattr(self, "new_threads", set()) | (self.guards.live_threads() - before)
@@ -266,6 +269,7 @@ class CandidateSide(Side):
     # ----------------------------------------------------------------- timing (GPU)
 
     def time(self, case: int) -> dict:
+        self.pins.lift()  # each side's autotuner picks its own config for timing
         data = load(str(self.xdir / f"time-{case}.pt"))
         pairs, calls = [], []
         if self.unit == "tests":

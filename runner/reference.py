@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import channel
+from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, TooLarge, any_pattern, clone_layout, guard_inputs, leave_out,
@@ -209,6 +209,7 @@ class ReferenceSide(Side):
         except BaseException as e:
             raise self.failure(e, "reference", f"{self.req.target.symbol} on case '{label}'") from None
         self.expected[(case, trial)] = (rec, masks, call)
+        autotune_pin.save(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
         return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob")}
 
     def run_test(self, case: int, trial: int, seed: int) -> dict:
@@ -237,6 +238,7 @@ class ReferenceSide(Side):
         if capture:
             self.timed_calls[case] = timed
         self.expected[(case, trial)] = (rec, masks, None)
+        autotune_pin.save(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
         first = rec["calls"][0] if rec.get("calls") else None
         shapes = ""
         if timed:

@@ -29,6 +29,8 @@ class Trees:
         self.files, self.candidate_files = files, candidate_files
         self.candidate_paths = candidate_paths  # files that differ in the candidate's tree
         self.roots = {"reference": scratch / "ref", "candidate": scratch / "cand"}
+        self.loaded: dict[str, list] = {}
+        """Each side's modules, taken out of sys.modules after import."""
         self.interp = interp
 
     def write(self, side: str) -> None:
@@ -112,5 +114,5 @@ class Trees:
             for m in set(sys.modules) - before_mods:
                 f = getattr(sys.modules[m], "__file__", None) or ""
                 if f and self.is_user_file(f):
-                    del sys.modules[m]
+                    self.loaded.setdefault(side, []).append(sys.modules.pop(m))
         return module

@@ -126,6 +126,11 @@ class Verdict:
 
     def candidate_ran(self, reply: dict) -> None:
         self.launches["candidate"] |= set(reply.get("launches") or [])
+        pinned = [str(k) for k in (reply.get("pinned") or [])][:8]
+        if pinned and not any(f.code == "autotune_pinned" for f in self.result.flags):
+            self.flag("autotune_pinned", "info",
+                      "checked with the @triton.autotune config the original chose for each key: "
+                      + ", ".join(pinned) + " (timing lets each side choose its own)")
 
     def judged(self, case: int, trial: int, reply: dict, seed: int) -> bool:
         cr = self.cases[case]

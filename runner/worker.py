@@ -157,7 +157,17 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             torch.empty(1, device="cuda")  # the context, before any user code
         info = devices.detect(requested)
     except BaseException as e:
-        channel.send({"event": "fatal", "message": f"{type(e).__name__}: {e}"})
+        why = f"{type(e).__name__}: {e}"
+        if _STATE.get("gpu"):
+            try:
+                from . import devices
+                import torch
+                where = traceback.extract_tb(e.__traceback__)[-3:]
+                why += f" ({devices._why_no_gpu(torch)}; at " + " < ".join(
+                    f"{Path(f.filename).name}:{f.lineno}" for f in reversed(where)) + ")"
+            except Exception:
+                pass
+        channel.send({"event": "fatal", "message": why})
         return 1
     _STATE["device"] = info
     channel.send({"event": "hello", "device": schema.to_dict(info), "sandbox": sandbox_facts})

@@ -71,6 +71,18 @@ def test_collect_files_follows_local_imports_only(tmp_path: Path):
     assert files["util.py"] == "X = 2\n"
 
 
+def test_collect_files_ships_the_target_under_a_hidden_folder(tmp_path: Path):
+    # Task folders such as .ext/tasks/x.py: the file asked for is shipped; what it imports from
+    # under hidden folders (a .venv in the project) is installed code and is not.
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='p'\n")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "lib.py").write_text("X = 1\n")
+    (tmp_path / ".tasks").mkdir()
+    (tmp_path / ".tasks" / "k.py").write_text("import sys\nsys.path.insert(0, '.venv')\nfrom lib import X\n")
+    files = collect_files(tmp_path / ".tasks" / "k.py", tmp_path)
+    assert list(files) == [".tasks/k.py"]
+
+
 def test_static_flags():
     src = '''
 import ctypes

@@ -336,3 +336,58 @@ def test_an_original_that_differs_from_itself_almost_everywhere_cannot_be_checke
     assert r.status == "mismatch" and not r.correct, r.message
     assert "the original's own results differ between runs on the same inputs: output: 600 of 1,000" \
         in r.cases[0].detail, r.cases[0].detail
+
+
+# An autotuned kernel whose configs give different answers, and a process-dependent pruning
+# standing in for timing noise: the reference's process keeps the first config, the candidate's
+# process (which imports the code more than once: the reference's copy and the candidate's) the
+# second.
+AUTOTUNED = '''
+import builtins
+
+import torch
+import triton
+import triton.language as tl
+
+builtins._geak_imports = getattr(builtins, "_geak_imports", 0) + 1
+
+
+def _prune(configs, named_args, **kwargs):
+    return [configs[min(builtins._geak_imports - 1, 1)]]
+
+
+@triton.autotune(configs=[triton.Config({{"SCALE": 1}}), triton.Config({{"SCALE": 2}})], key=["n"],
+                 prune_configs_by={{"early_config_prune": _prune}})
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * SCALE{extra}, mask=m)
+
+
+def scaled(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+    return out
+
+
+def get_inputs():
+    return [torch.randn(300, device="cuda")]
+'''
+
+
+def test_autotuned_kernels_are_checked_with_the_config_the_original_chose(tmp_path, runner):
+    p = Project(tmp_path)
+    p.write("ref.py", AUTOTUNED.format(extra=""))
+    r = p.evaluate(runner, "ref.py::scaled")
+    assert r.status == "ok" and r.correct, r.message
+    assert "autotune_pinned" in flag_codes(r, "info") and "scale_kernel" in str(r.flags)
+    # Still a real check: a kernel that computes something else under that config is wrong.
+    p.write("wrong.py", AUTOTUNED.format(extra=" + 0.5"))
+    r = p.evaluate(runner, "ref.py::scaled", "wrong.py::scaled")
+    assert r.status == "mismatch", r.message
+    # A candidate with other configs autotunes by itself (here: to the other config).
+    p.write("other.py", AUTOTUNED.format(extra="").replace('triton.Config({"SCALE": 2})',
+                                                           'triton.Config({"SCALE": 2}, num_warps=2)'))
+    r = p.evaluate(runner, "ref.py::scaled", "other.py::scaled")
+    assert r.status == "mismatch" and "other.py::scale_kernel" not in str(r.flags), r.message
