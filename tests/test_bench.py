@@ -255,3 +255,10 @@ def test_tune_summary_takes_the_confirmations_times_only_when_an_edit_was_offere
     # Refused on confirmation: the user keeps the first version, whatever the confirmation measured.
     kept = {**offered, "source": None}
     assert tune_summary(kept, original)["final_ms"] == tune_summary(kept, original)["first_ms"] == 2.05
+
+
+def test_an_evaluation_that_ran_out_of_gpu_memory_is_recognised():
+    from agent.bench.suite import _out_of_memory
+    assert _out_of_memory({"samples": [{"status": "ok"}, {"error": {"kind": "out_of_memory"}}]})
+    assert not _out_of_memory({"samples": [{"error": {"kind": "illegal_memory_access"}}, {"error": None}]})
+    assert not _out_of_memory({})

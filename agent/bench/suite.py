@@ -175,6 +175,12 @@ class Progress:
 # --------------------------------------------------------------------------- one task
 
 
+def _out_of_memory(results: dict) -> bool:
+    """Whether an evaluation of the task ran out of GPU memory."""
+    return any(((x.get("error") or {}).get("kind") == "out_of_memory") for x in results.get("samples") or []
+               if isinstance(x, dict))
+
+
 def _case_counts(r: EvalResult) -> tuple[int, int]:
     return sum(1 for c in r.cases if not c.skipped and c.trials), sum(1 for c in r.cases if c.skipped)
 
@@ -216,7 +222,9 @@ class Bench:
         if reused:
             print(f"resuming: {reused} task(s) already done in {self.state.path}", file=self.stream)
 
-        def one(task: Task) -> Optional[TaskRecord]:
+        crowded: list[Task] = []
+
+        def one(task: Task, alone: bool = False) -> Optional[TaskRecord]:
             t0 = time.monotonic()
             if self.deadline is not None and t0 > self.deadline:
                 with self._dlock:
@@ -229,6 +237,14 @@ class Bench:
                                           error=f"{type(e).__name__}: {e}"), {}
             rec.duration_s = round(time.monotonic() - t0, 2)
             rec.notes = task.notes + rec.notes
+            if alone:
+                rec.notes.append("evaluated again with the GPU to itself: it ran out of GPU memory "
+                                 "while other tasks ran")
+            if self.jobs > 1 and _out_of_memory(results) and not alone:
+                with self._dlock:
+                    crowded.append(task)  # evaluated again when nothing else runs
+                progress.advance(f"{task.name}: out of GPU memory beside other tasks; again alone at the end")
+                return None
             self.state.save(rec, results)
             b = rec.best()
             what = rec.error or (f"{b.status}{' correct' if b.correct else ''}"
@@ -239,6 +255,11 @@ class Bench:
         if todo:
             with concurrent.futures.ThreadPoolExecutor(max_workers=min(self.jobs, len(todo))) as ex:
                 list(ex.map(one, todo))
+        # A task that ran out of GPU memory while other tasks held theirs is evaluated again with
+        # the GPU to itself; what it gives then is its result.
+        for task in crowded:
+            progress.total += 1
+            one(task, alone=True)
         if self.not_started:
             print(f"time budget spent: {len(self.not_started)} task(s) not started; run the same "
                   "command again with --resume to go on", file=self.stream)
