@@ -357,15 +357,16 @@ def pick_site(sites: list[LaunchSite], launched: Optional[set[str]] = None) -> L
     return next((s for s in runs if s.knobs or s.exprs), runs[0])
 
 
-def screen_part(config: dict, original: dict) -> Optional[dict]:
-    """What of ``config`` the compile screen can try (literal values, which it writes into the
-    original's launches), or None when it cannot: a computed knob or a rewrite away from the
-    original is compiled as it runs instead."""
+def screen_part(config: dict, original: dict, hints: tuple = ()) -> Optional[dict]:
+    """The literal part of ``config`` (what an ``@triton.autotune`` config or the compile
+    screen can hold), or None when it changes a computed knob or the kernel's code. The screen
+    passes its rewrites that only hint (``hints``: cache eviction, dot precision), which change
+    neither registers nor shared memory much, so that their literal part is still screened."""
     out = {}
     for name, value in config.items():
         if isinstance(value, int) and not isinstance(original.get(name), str):
             out[name] = value
-        elif value != original.get(name):
+        elif value != original.get(name) and name not in hints:
             return None
     return out
 
@@ -594,7 +595,8 @@ class _Tuning:
                 report.message = f"{site.kernel}: no config fits {arch}"
                 return False
         self.screen = Screen(self.runner, self.request, site.kernel, arch, _parallelism(self.runner))
-        self.screen.part = lambda c: screen_part(c, report.original)
+        hints = tuple(rw.name for rw in site.rewrites)
+        self.screen.part = lambda c: screen_part(c, report.original, hints)
         return True
 
     # 4. The search -----------------------------------------------------------------------------
@@ -694,12 +696,13 @@ class _Tuning:
         verified = sum(t.correct for t in report.trials)
         self.unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
         report.emit = emit
-        best = choose(report.trials, report.original)
+        as_run = {**self.defaults, **report.original}  # what the original runs with, defaults included
+        best = choose(report.trials, as_run)
         if report.timed:
             # An @triton.autotune holds literal values only: its per-shape winners are chosen
             # among the configs that keep the computed knobs and the kernel's code as written.
             report.per_shape = per_shape([t for t in report.trials if emit != "autotune"
-                                          or screen_part(t.config, report.original) is not None], report.original)
+                                          or screen_part(t.config, report.original) is not None], as_run)
         if not report.timed and timed:
             # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
             first = next((t for t in report.trials if not t.correct), None)
