@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.tune.knobs import find_launch_sites, render_autotune_launch  # noqa: E402
-from agent.tune.tuner import (_BYTES, DEFAULT_LAUNCH, dot_blocks, search_space, shape_key,  # noqa: E402
-                              static_limit, tune)
+from agent.tune.tuner import (_BYTES, DEFAULT_LAUNCH, dot_blocks, screen_part, search_space,  # noqa: E402
+                              shape_key, static_limit, tune)
 from runner.local import LocalRunner  # noqa: E402
 from runner.schema import EvalOptions, Target, to_dict  # noqa: E402
 from runner.source import build_request  # noqa: E402
@@ -133,6 +133,10 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
         return row
     # Triton's @triton.autotune over the same space (same budget when the space is larger).
     (site,) = find_launch_sites(text, wrapper)[:1]
+    # @triton.autotune holds literal values: geak's computed knobs and kernel rewrites stay as
+    # written on this side (its space is geak's literal axes).
+    original = {**{k.name: k.value for k in site.knobs}, **site.axes_original()}
+    site.exprs = []
     space = search_space(site, "cuda", "tl.dot" in text)
     trials = row.pop("_trials")
     blocks = dot_blocks(k.name for k in site.knobs) if "tl.dot" in text else None
@@ -152,7 +156,10 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
     row["triton"]["sampled"] = sampled
     if args.triton_same and trials:
         # The same configs geak ran (its search's choice), so both sides time the same set.
-        same = [dict(t.config) for t in trials]
+        # (their literal part: an expression or a rewrite cannot go into an autotune config)
+        lit = [screen_part(dict(t.config), original, hints=("eviction_policy", "input_precision", "num_ctas"))
+               for t in trials]
+        same = [c for i, c in enumerate(lit) if c and c not in lit[:i]]
         row["triton_same"] = triton_autotune(name, wrapper, req, text, site, same, key, tmp)
     return row
 

@@ -55,12 +55,19 @@ def test_knobs_in_different_styles():
     assert site.insert_at is not None  # num_warps can be added
     (site,) = find_launch_sites(STYLES, "computed")
     assert [kn.name for kn in site.knobs] == ["ACT", "num_warps"]
-    assert any("BLOCK is computed" in n for n in site.notes)
-    # A computed num_warps stays: the search must not add a second num_warps= to the launch.
+    # The computed block is a knob of its own: its expression, scaled; the grid (1,) is not tied.
+    (block,) = site.exprs
+    assert (block.name, block.text, block.var) == ("BLOCK", "triton.next_power_of_2(x.numel())", "b")
+    assert block.values[:3] == [block.text, f"{block.text} * 2", f"max(16, {block.text} // 2)"]
+    # A computed num_warps is scaled in place; the search never adds a second num_warps=.
     text = STYLES.replace("BLOCK=b, ACT=0, num_warps=4)", "BLOCK=1024, ACT=0, num_warps=b // 256)")
     (site,) = find_launch_sites(text, "computed")
-    assert "num_warps" not in search_space(site)[0] and all("num_warps" not in c for c in search_space(site))
-    compile(render_config(text, site, search_space(site)[0]), "x.py", "exec")
+    assert search_space(site) and all(c["num_warps"] in ("b // 256", "min(16, (b // 256) * 2)",
+                                                         "max(1, (b // 256) // 2)") for c in search_space(site))
+    for c in search_space(site):
+        new = render_config(text, site, c)
+        compile(new, "x.py", "exec")
+        assert new.count("num_warps=") == STYLES.count("num_warps=")
 
 
 def test_edits_rewrite_the_launch_and_its_grid():
@@ -107,7 +114,7 @@ def test_every_config_is_verified_and_a_truncating_block_is_caught(tmp_path, run
         def rowsum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
             row = tl.program_id(0)
             cols = tl.arange(0, BLOCK)
-            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0, cache_modifier="")
             tl.store(out_ptr + row, tl.sum(x, axis=0))
 
         def rowsum(x):
@@ -208,12 +215,19 @@ def test_tuning_an_autotuned_kernel_under_the_interpreter(tmp_path, runner):
     assert all(t.resources[0].arch == "gfx942" for t in report.trials)
 
 
-def test_heuristics_kernel_keeps_its_computed_block(tmp_path, runner):
+def test_a_heuristics_block_is_tuned_in_its_lambda(tmp_path, runner):
     (site,) = find_launch_sites(AUTOTUNED, "copy")
-    assert [k.name for k in site.knobs] == ["num_warps"]  # BLOCK comes from the heuristic
+    assert [k.name for k in site.knobs] == ["num_warps"]
+    (block,) = site.exprs  # BLOCK comes from the heuristic: its lambda's body is the knob
+    assert (block.kind, block.text) == ("heuristic", 'triton.next_power_of_2(args["n"])')
+    new = render_config(AUTOTUNED, site, {"BLOCK": block.values[1], "num_warps": 4})
+    assert '{"BLOCK": lambda args: triton.next_power_of_2(args["n"]) * 2})' in new
     p = Project(tmp_path).write("at.py", AUTOTUNED)
     report = tune(runner, p.request("at.py::copy"), "sm_90", max_configs=3, trials_per_case=1)
-    assert report.tried == 3 and all(t.correct for t in report.trials)
+    # One program covers the whole vector: a block halved drops the second half (caught), doubled is fine.
+    assert report.tried == 3
+    for t in report.trials:
+        assert t.correct == ("// 2" not in t.config["BLOCK"]), (t.config, t.status)
 
 
 def test_coordinate_descent_finds_the_optimum_of_a_separable_cost_with_few_evaluations():
@@ -380,7 +394,7 @@ def test_tune_picks_per_shape_writes_autotune_and_confirms(tmp_path, runner):
 
     # Constants: one config for all shapes; the confirmation decides what is offered.
     report = tune(CostModelRunner(runner, cost), req, "sm_90", max_configs=10, trials_per_case=1, timed=True)
-    assert report.improved and report.best == {"BLOCK": 1024, "num_warps": 4}
+    assert report.improved and report.best["BLOCK"] == 1024  # (num_warps and the eviction hint cost nothing here)
     assert "BLOCK=1024" in report.source and report.best_speedup == pytest.approx(4.8 / 4.4)
     # A gain that does not survive a fresh measurement is not offered.
     report = tune(CostModelRunner(runner, cost, noise_on_confirm=1.5), req, "sm_90", max_configs=10,
@@ -439,8 +453,14 @@ def test_tuning_matmul_prunes_then_verifies_under_the_interpreter(tmp_path, runn
     assert all(static_limit({**report.original, **t.config}, b, "sm_80", 2, {}) is None for t in report.trials)
 
 
-def test_configs_that_spill_on_the_target_are_pruned_before_running(tmp_path, runner):
+def test_configs_that_spill_on_the_target_are_pruned_before_running(tmp_path, runner, monkeypatch):
     # One 12,000-wide row in a 16,384 block: over one warp that is 512 fp32 values per thread.
+    # Only num_warps varies here (the computed block and the eviction hint stay as written), so
+    # that the four configs are the four other warp counts.
+    from agent.tune import tuner
+    every_axis = tuner.search_axes
+    monkeypatch.setattr(tuner, "search_axes", lambda *a, **k: {
+        n: (v if n == "num_warps" else v[:1]) for n, v in every_axis(*a, **k).items()})
     p = Project(tmp_path).write("sm.py", (ROOT / "examples" / "softmax.py").read_text())
     seen = CostModelRunner(runner, lambda case, text: 1.0)
     report = tune(seen, p.request("sm.py::softmax", cases=[2]), "sm_90", max_configs=4, trials_per_case=1)
@@ -544,15 +564,20 @@ def test_a_timed_matmul_search_starts_from_the_seeds_and_times_lightly(tmp_path,
     assert report.seeds == len(seeds) >= 6
     runs = [r for r in cm.requests if r.candidate is not None]
     search, confirm = runs[:-1], runs[-1]
-    assert [t.config for t in report.trials][:6] == seeds[:6]  # the budget goes to the seeds first
-    assert report.improved and report.best == dict(seeds[2]) and report.best_speedup == pytest.approx(1.5)
+    # The budget goes to the seeds first (the eviction hint and num_ctas stay as the original's).
+    tiles = [{k: c[k] for k in seeds[0]} for c in [t.config for t in report.trials][:6]]
+    assert tiles == seeds[:6]
+    assert all(t.config["num_ctas"] == 1 and t.config["eviction_policy"] == "as written" for t in report.trials[:6])
+    assert report.improved and report.best == {**dict(seeds[2]), "num_ctas": 1, "eviction_policy": "as written"}
+    assert report.best_speedup == pytest.approx(1.5)
     assert all(r.options.rep_ms == SEARCH_TIMING["rep_ms"] for r in search)
     assert confirm.options.rep_ms == 100.0 and confirm.options.trials >= 3  # the full budget
 
 
 def test_on_a_gpu_runner_with_no_verified_config_the_verdict_says_so(tmp_path, runner):
-    # Every other block size changes the result, and num_warps is computed: no config can be
-    # right, so nothing is timed; the report must not claim that timing needs a GPU.
+    # Every other block size changes the result, and the launch passes its options as **OPTIONS
+    # (none can be added): no config can be right, so nothing is timed; the report must not
+    # claim that timing needs a GPU.
     p = Project(tmp_path).write("k.py", """
         import torch
         import triton
@@ -561,13 +586,14 @@ def test_on_a_gpu_runner_with_no_verified_config_the_verdict_says_so(tmp_path, r
         @triton.jit
         def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
             offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            x = tl.load(x_ptr + offs, mask=offs < n)
+            x = tl.load(x_ptr + offs, mask=offs < n, eviction_policy="evict_last")  # no rewrite: it says
             tl.store(out_ptr + offs, x * BLOCK / 256, mask=offs < n)
+
+        OPTIONS = {"num_warps": 4}
 
         def scale(x):
             out = torch.empty_like(x)
-            nw = 4 if x.numel() > 0 else 1
-            scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256, num_warps=nw)
+            scale_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256, **OPTIONS)
             return out
 
         def get_inputs():

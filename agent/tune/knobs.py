@@ -2,24 +2,46 @@
 
 Standard library only. A knob is a value at a launch site ``kernel[grid](..., BLOCK=128,
 num_warps=4)`` that the tuner may change: a keyword argument for a ``tl.constexpr`` parameter
-of the kernel, ``num_warps`` or ``num_stages``. Its value must be an integer literal, either
-written at the launch or bound once to a name in the wrapper (``BLOCK = 128``); computed values
-(``triton.next_power_of_2(n)``) stay as they are. Integer literals in the launch's grid that
-equal a block knob's value are tied to it (``grid = (triton.cdiv(n, 256),)`` with
-``BLOCK=256``), so that the grid still covers the data when the block changes; every config
-is verified by the evaluator anyway.
+of the kernel, ``num_warps``, ``num_stages`` or ``num_ctas``. The launches are those the target
+reaches (``launch_scopes``): its own body, the top-level functions it calls, and the classes
+it uses (``X.apply`` of a ``torch.autograd.Function``, an ``nn.Module``: all their methods),
+two levels deep.
+
+*Literal* knobs are integers written at the launch or bound once to a name in the function
+(``BLOCK = 128``). Integer literals in the launch's grid that equal a block knob's value are
+tied to it (``grid = (triton.cdiv(n, 256),)`` with ``BLOCK=256``), so that the grid still
+covers the data when the block changes.
+
+*Computed* knobs (``ExprKnob``) are block sizes whose value is an expression
+(``triton.next_power_of_2(n)``, ``min(1024, ...)``, a name bound once to one, a
+``@triton.heuristics`` lambda) and computed ``num_warps`` / ``num_stages``. They are searched as
+other expressions written in the same place: the expression doubled, halved (at least 16),
+a power-of-two cap or floor inside its ``min``/``max`` doubled or halved; warps and stages
+scaled. Why this form rather than a table of literal values per measured shape or an
+``@triton.autotune`` over literal blocks: the expression *is* the shape dependence the author
+wrote (a row kernel's block that must cover the row), and a scaled expression keeps it for
+every shape, measured or not; a scale that breaks it (a halved row block) breaks it on every
+shape, so the evaluator rejects it. A literal table would be right only for the shapes
+measured, and autotune benchmarks configs without checking their results, so it would pick a
+block that truncates a row for a shape nobody verified. Where the name is bound in several
+places or comes from a parameter, the launch's keyword is rewritten instead (the grid may then
+not follow; the evaluator decides). Every config is verified by the evaluator anyway.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from runner.source import is_triton_kernel, top_level_names
 
 Span = tuple[int, int, int, int]  # lineno, col, end_lineno, end_col (ast conventions)
-LAUNCH_OPTIONS = ("num_warps", "num_stages")
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+BLOCK_LIKE = re.compile(r"(?i)block|tile|^B[A-Z]$")
+"""Names of constexprs that size a block (``BLOCK_SIZE``, ``TILE_N``, ``BT``, ``BK``): the ones
+whose computed value is worth scaling; flags, dtypes and problem sizes are not."""
 
 
 @dataclass
@@ -33,6 +55,24 @@ class Knob:
     """The wrapper's name for the value, when it is bound once (``BLOCK = 128``)."""
     kw_span: Optional[Span] = None
     """The keyword at the launch with the comma before it (removed when autotune decides)."""
+
+
+@dataclass
+class ExprKnob:
+    """A knob whose value is computed: ``BLOCK = triton.next_power_of_2(n)``, ``num_warps=nw``,
+    or a ``@triton.heuristics`` lambda. The search writes other expressions in its place:
+    ``values`` for a block (the expression scaled, or a literal cap inside it moved), literal
+    values for ``num_warps`` / ``num_stages`` (which never change what a kernel computes)."""
+
+    name: str
+    kind: str  # constexpr | heuristic | num_warps | num_stages
+    text: str
+    """The expression as written: the value of the original config."""
+    span: Span
+    """Where it is written: the single binding of the wrapper's name for it, the launch's
+    keyword, or the heuristic lambda's body."""
+    values: list = field(default_factory=list)
+    var: Optional[str] = None
 
 
 @dataclass
@@ -56,6 +96,24 @@ class LaunchSite:
     """The kernel's parameters: (name, is_constexpr)."""
     keywords: set = field(default_factory=set)
     """Every keyword the launch passes (knobs or not: a computed ``num_warps=nw`` too)."""
+    exprs: list[ExprKnob] = field(default_factory=list)
+    """Computed knobs (``knobs`` holds the literal ones)."""
+    scope: str = ""
+    """Where the launch is: the wrapper, a helper it calls, ``Fn.forward`` of a class it uses."""
+    rewrites: list = field(default_factory=list)
+    """The kernel's program rewrites (``rewrites.Rewrite``), set by the tuner for its arch."""
+    splat: bool = False
+    """The launch passes ``**options``: nothing is added to it (it could name an option twice)."""
+    extra_axes: dict = field(default_factory=dict)
+    """Launch options the arch allows beyond warps and stages (``num_ctas`` on sm_90+)."""
+
+    def axes_original(self) -> dict:
+        """What the original runs with on the non-literal axes: computed knobs as written,
+        rewrites as written, extra options at Triton's default."""
+        out: dict = {ek.name: ek.text for ek in self.exprs}
+        out.update({rw.name: rw.original for rw in self.rewrites})
+        out.update({name: values[0] for name, values in self.extra_axes.items()})
+        return out
 
 
 def _span(node: ast.AST) -> Span:
@@ -73,74 +131,193 @@ def _constexpr_params(kernel: ast.FunctionDef) -> set[str]:
 
 
 def find_launch_sites(text: str, wrapper: str) -> list[LaunchSite]:
+    """The launches of kernels of this file that ``wrapper`` reaches (``launch_scopes``), in
+    the order found: the wrapper's own first."""
     tree = ast.parse(text)
     names = top_level_names(tree)
-    fn = names.get(wrapper)
-    if not isinstance(fn, ast.FunctionDef):
+    if wrapper not in names or not isinstance(names[wrapper], (ast.FunctionDef, ast.ClassDef)):
         return []
     kernels = {n: d for n, d in names.items() if is_triton_kernel(d)}
-    # Names bound exactly once in the wrapper to an int literal.
+    sites = []
+    for label, fn in launch_scopes(names, wrapper):
+        bound = _bindings(fn)
+        for node in ast.walk(fn):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+                site = _launch_site(text, node, kernels[node.func.value.id], bound)
+                site.scope = label
+                sites.append(site)
+    return sites
+
+
+def launch_scopes(names: dict[str, ast.AST], wrapper: str, depth: int = 2) -> list[tuple[str, ast.FunctionDef]]:
+    """``(label, function)`` for the wrapper and what it reaches, up to ``depth`` levels: the
+    top-level functions it calls or names, the classes it names (``X.apply(...)`` of a
+    ``torch.autograd.Function``, ``X(...)`` of an ``nn.Module``) with all their methods
+    (``forward``, ``backward``, ...). Kernels are not scopes."""
+    out: list[tuple[str, ast.FunctionDef]] = []
+    seen: set[str] = set()
+
+    def visit(name: str, level: int) -> None:
+        node = names.get(name)
+        if name in seen or not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or is_triton_kernel(node):
+            return
+        seen.add(name)
+        fns = [(name, node)] if isinstance(node, ast.FunctionDef) else [
+            (f"{name}.{m.name}", m) for m in node.body if isinstance(m, ast.FunctionDef)]
+        out.extend(fns)
+        if level < depth:
+            for _, fn in fns:
+                for used in _names_read(fn):
+                    visit(used, level + 1)
+
+    visit(wrapper, 0)
+    return out
+
+
+def _names_read(fn: ast.AST) -> list[str]:
+    out: list[str] = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in out:
+            out.append(n.id)
+    return out
+
+
+def _bindings(fn: ast.FunctionDef) -> dict[str, list[ast.AST]]:
+    """Each name assigned in ``fn`` -> the values assigned to it (an augmented or annotated
+    assignment counts twice: the name is not bound once)."""
     bound: dict[str, list[ast.AST]] = {}
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     bound.setdefault(t.id, []).append(node.value)
+                elif isinstance(t, (ast.Tuple, ast.List)):  # a, b = ...: bound, but not to one value
+                    for e in t.elts:
+                        if isinstance(e, ast.Name):
+                            bound.setdefault(e.id, []).extend([node.value, node.value])
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
             bound.setdefault(node.target.id, []).extend([node.value, node.value])
-    grid_vars = {n: v[0] for n, v in bound.items() if len(v) == 1}
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).extend([node.iter, node.iter])
+    for a in fn.args.args + fn.args.kwonlyargs:
+        bound.setdefault(a.arg, []).extend([a, a])  # a parameter: its value comes from the caller
+    return bound
 
-    sites = []
-    for node in ast.walk(fn):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+
+def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[str, list[ast.AST]]) -> LaunchSite:
+    consts = _constexpr_params(kdef)
+    grid_vars = {n: v[0] for n, v in bound.items() if len(v) == 1}
+    site = LaunchSite(kernel=kdef.name, line=node.lineno, knobs=[],
+                      has_loop=any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(kdef)))
+    grid = node.func.slice
+    if isinstance(grid, ast.Name) and grid.id in grid_vars:
+        grid = grid_vars[grid.id]  # grid = (...) bound earlier in the wrapper
+    site.grid_span, site.grid_is_lambda = _span(grid), isinstance(grid, ast.Lambda)
+    site.grid_names = {n.id for n in ast.walk(grid) if isinstance(n, ast.Name)}
+    site.kernel_line = min([kdef.lineno] + [d.lineno for d in kdef.decorator_list])
+    site.params = [(a.arg, a.arg in consts) for a in kdef.args.args]
+    site.keywords = {kw.arg for kw in node.keywords if kw.arg}
+    site.splat = any(kw.arg is None for kw in node.keywords)
+    grid_literals = [n for n in ast.walk(grid) if _int_literal(n) is not None]
+    previous_end = {}  # keyword -> end of the argument before it
+    for j, kw in enumerate(node.keywords):
+        before = node.keywords[j - 1].value if j else (node.args[-1] if node.args else None)
+        if before is not None:
+            previous_end[id(kw)] = (before.end_lineno, before.end_col_offset)
+    for kw in node.keywords:
+        if kw.arg is None or not (kw.arg in consts or kw.arg in LAUNCH_OPTIONS):
             continue
-        kname = node.func.value.id
-        kdef = kernels[kname]
-        consts = _constexpr_params(kdef)
-        site = LaunchSite(kernel=kname, line=node.lineno, knobs=[],
-                          has_loop=any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(kdef)))
-        grid = node.func.slice
-        if isinstance(grid, ast.Name) and grid.id in grid_vars:
-            grid = grid_vars[grid.id]  # grid = (...) bound earlier in the wrapper
-        site.grid_span, site.grid_is_lambda = _span(grid), isinstance(grid, ast.Lambda)
-        site.grid_names = {n.id for n in ast.walk(grid) if isinstance(n, ast.Name)}
-        site.kernel_line = min([kdef.lineno] + [d.lineno for d in kdef.decorator_list])
-        site.params = [(a.arg, a.arg in consts) for a in kdef.args.args]
-        site.keywords = {kw.arg for kw in node.keywords if kw.arg}
-        grid_literals = [n for n in ast.walk(grid) if _int_literal(n) is not None]
-        previous_end = {}  # keyword -> end of the argument before it
-        for j, kw in enumerate(node.keywords):
-            before = node.keywords[j - 1].value if j else (node.args[-1] if node.args else None)
-            if before is not None:
-                previous_end[id(kw)] = (before.end_lineno, before.end_col_offset)
-        for kw in node.keywords:
-            if kw.arg is None or not (kw.arg in consts or kw.arg in LAUNCH_OPTIONS):
-                continue
-            kind = kw.arg if kw.arg in LAUNCH_OPTIONS else "constexpr"
-            value_node = kw.value
+        kind = kw.arg if kw.arg in LAUNCH_OPTIONS else "constexpr"
+        value_node, var = kw.value, None
+        lit = _int_literal(value_node)
+        if lit is None and isinstance(value_node, ast.Name) and len(bound.get(value_node.id, [])) == 1:
+            var, value_node = value_node.id, bound[value_node.id][0]
             lit = _int_literal(value_node)
-            var = None
-            if lit is None and isinstance(value_node, ast.Name) and len(bound.get(value_node.id, [])) == 1:
-                var = value_node.id
-                value_node = bound[value_node.id][0]
-                lit = _int_literal(value_node)
-            if lit is None:
+        if lit is None:
+            ek = computed_knob(text, kw.arg, kind, value_node if var else kw.value, var)
+            same = next((e for e in site.exprs if ek is not None and e.span == ek.span), None)
+            if same is not None:
+                site.notes.append(f"{kw.arg} is computed by the same expression as {same.name}, and follows it")
+            elif ek is not None:
+                site.exprs.append(ek)
+            else:
                 site.notes.append(f"{kw.arg} is computed ({ast.unparse(kw.value)}), left as it is")
+            continue
+        knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)], var=var)
+        if id(kw) in previous_end:
+            knob.kw_span = (*previous_end[id(kw)], kw.end_lineno, kw.end_col_offset)
+        if kind == "constexpr":
+            knob.spans += [_span(g) for g in grid_literals if g.value == lit and lit > 1]
+        site.knobs.append(knob)
+    last = node.args[-1] if node.args and not node.keywords else (node.keywords[-1].value if node.keywords else None)
+    if last is not None:
+        site.insert_at = (last.end_lineno, last.end_col_offset)
+    site.exprs += heuristic_knobs(text, kdef, {ek.name for ek in site.exprs} | {k.name for k in site.knobs})
+    return site
+
+
+def computed_knob(text: str, name: str, kind: str, node: ast.AST, var: Optional[str]) -> Optional[ExprKnob]:
+    """The computed knob at ``node`` (a launch keyword's value, or the single binding of the
+    name it reads), or None where scaling it makes no sense (a flag, a dtype, a problem size)."""
+    if isinstance(node, ast.arg) or (isinstance(node, ast.Constant) and not isinstance(node.value, int)):
+        return None
+    if kind == "constexpr" and not BLOCK_LIKE.search(name):
+        return None
+    if isinstance(node, (ast.Compare, ast.BoolOp, ast.Lambda)):
+        return None
+    src = _slice(text, _span(node))
+    ek = ExprKnob(name=name, kind=kind, text=src, span=_span(node), var=var)
+    e = src if isinstance(node, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)) else f"({src})"
+    if kind == "constexpr":
+        ek.values = scaled(src)
+    elif kind == "num_warps":  # per shape as before, with twice or half as many warps
+        ek.values = [src, f"min(16, {e} * 2)", f"max(1, {e} // 2)"]
+    elif kind == "num_stages":
+        ek.values = [src, f"{e} + 1", f"max(1, {e} - 1)"]
+    else:
+        return None
+    return ek
+
+
+def scaled(src: str) -> list[str]:
+    """The expression, then the same scaled: doubled, halved (at least 16), and each power-of-two
+    cap or floor written inside a ``min(...)``/``max(...)`` in it doubled and halved. Each
+    value is still computed from the shape, so the block keeps following it."""
+    try:
+        tree = ast.parse(f"({src})", mode="eval")
+    except SyntaxError:
+        return [src]
+    e = src if isinstance(tree.body, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)) else f"({src})"
+    out = [src, f"{e} * 2", f"max(16, {e} // 2)"]
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("min", "max")):
+            continue
+        for arg in call.args:
+            v = _int_literal(arg)
+            if v is None or v < 2 or v & (v - 1):
                 continue
-            knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)], var=var)
-            if id(kw) in previous_end:
-                knob.kw_span = (*previous_end[id(kw)], kw.end_lineno, kw.end_col_offset)
-            if kind == "constexpr":
-                for g in grid_literals:
-                    if g.value == lit and lit > 1:
-                        knob.spans.append(_span(g))
-            site.knobs.append(knob)
-        last = node.args[-1] if node.args and not node.keywords else (node.keywords[-1].value if node.keywords else None)
-        if last is not None:
-            site.insert_at = (last.end_lineno, last.end_col_offset)
-        sites.append(site)
-    return sites
+            # The literal's place in ``src``: the parse saw one more character on the first line.
+            span = (arg.lineno, arg.col_offset - (1 if arg.lineno == 1 else 0), arg.end_lineno,
+                    arg.end_col_offset - (1 if arg.end_lineno == 1 else 0))
+            out += [apply(src, {span: str(v * 2)}), apply(src, {span: str(v // 2)})]
+    return list(dict.fromkeys(out))[:7]
+
+
+def heuristic_knobs(text: str, kdef: ast.FunctionDef, taken: set[str]) -> list[ExprKnob]:
+    """Block sizes that a ``@triton.heuristics({"BLOCK": lambda args: ...})`` of the kernel
+    computes: the lambda's body is the expression."""
+    out = []
+    for dec in kdef.decorator_list:
+        if not (isinstance(dec, ast.Call) and ast.unparse(dec.func).split(".")[-1] == "heuristics"
+                and dec.args and isinstance(dec.args[0], ast.Dict)):
+            continue
+        for k, v in zip(dec.args[0].keys, dec.args[0].values):
+            if (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value not in taken
+                    and BLOCK_LIKE.search(k.value) and isinstance(v, ast.Lambda)):
+                src = _slice(text, _span(v.body))
+                out.append(ExprKnob(name=k.value, kind="heuristic", text=src, span=_span(v.body), values=scaled(src)))
+    return out
 
 
 def apply(text: str, edits: dict[Span, str], inserts: Optional[dict[tuple[int, int], str]] = None) -> str:
@@ -154,16 +331,26 @@ def apply(text: str, edits: dict[Span, str], inserts: Optional[dict[tuple[int, i
     return text
 
 
-def render_config(text: str, site: LaunchSite, config: dict[str, int]) -> str:
-    """The source with ``config`` (knob name -> value) written into the launch site."""
+def render_config(text: str, site: LaunchSite, config: dict) -> str:
+    """The source with ``config`` (knob name -> value) written into the launch site: literal
+    knobs, computed knobs (their expression replaced), the kernel's rewrites, added options."""
     edits: dict[Span, str] = {}
     inserts: dict[tuple[int, int], str] = {}
-    present = {k.name for k in site.knobs}
+    present = {k.name for k in site.knobs} | {ek.name for ek in site.exprs}
     for k in site.knobs:
         if k.name in config and config[k.name] != k.value:
             for s in k.spans:
                 edits[s] = str(config[k.name])
-    extra = [f"{name}={config[name]}" for name in LAUNCH_OPTIONS if name in config and name not in present]
+    for ek in site.exprs:
+        if ek.name in config and config[ek.name] != ek.text:
+            edits[ek.span] = str(config[ek.name])
+    for rw in site.rewrites:
+        if rw.name in config and config[rw.name] != rw.original:
+            e, i = rw.options[config[rw.name]]
+            edits.update(e)
+            inserts.update(i)
+    extra = [f"{name}={config[name]}" for name in LAUNCH_OPTIONS if name in config and name not in present
+             and not (name == "num_ctas" and config[name] == 1)]
     if extra and site.insert_at:
         inserts[site.insert_at] = "".join(f", {e}" for e in extra)
     return apply(text, edits, inserts)

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import random
 import re
@@ -31,10 +32,12 @@ from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
 from .knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
                     render_autotune_launch, render_config)
+from .rewrites import kernel_rewrites
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "rocm": (1, 2)}
-DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3}, "rocm": {"num_warps": 4, "num_stages": 2}}
+DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3, "num_ctas": 1},
+                  "rocm": {"num_warps": 4, "num_stages": 2, "num_ctas": 1}}
 """What Triton uses when a launch does not say (``num_stages`` default differs on AMD). Keyed by
 backend, in ``DeviceInfo``'s words: ``cuda`` or ``rocm``."""
 MAX_AUTOTUNE_CONFIGS = 4
@@ -120,8 +123,16 @@ def _powers_around(v: int, lo: int, hi: int) -> list[int]:
     return sorted({p for p in (v // 4, v // 2, v, v * 2, v * 4) if lo <= p <= hi} | {v})
 
 
-def search_axes(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False) -> dict[str, list[int]]:
-    axes: dict[str, list[int]] = {}
+def search_axes(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False) -> dict[str, list]:
+    """Each knob's values, the original's first where it has one: literal knobs (powers of
+    two around them, warps, stages), computed knobs (their expressions), the kernel's
+    rewrites (labels), and options the launch does not pass yet."""
+    axes: dict[str, list] = {}
+    for ek in site.exprs:
+        if ek.kind != "num_stages" or site.has_loop:
+            axes[ek.name] = list(ek.values)
+    for rw in site.rewrites:
+        axes[rw.name] = rw.values
     for k in site.knobs:
         if k.kind == "constexpr":
             axes[k.name] = _powers_around(k.value, 16, 256 if uses_dot else 16384)
@@ -131,10 +142,14 @@ def search_axes(site: LaunchSite, backend: str = "cuda", uses_dot: bool = False)
             axes[k.name] = list(NUM_STAGES.get(backend, NUM_STAGES["cuda"]))
     # Launch options the launch does not pass can be added (a computed one stays as it is).
     names = {k.name for k in site.knobs} | site.keywords
-    if "num_warps" not in names and site.insert_at:
+    insert = site.insert_at is not None and not site.splat
+    if "num_warps" not in names and insert:
         axes["num_warps"] = list(NUM_WARPS)
-    if "num_stages" not in names and site.insert_at and site.has_loop:
+    if "num_stages" not in names and insert and site.has_loop:
         axes["num_stages"] = list(NUM_STAGES.get(backend, NUM_STAGES["cuda"]))
+    for name, values in site.extra_axes.items():
+        if name not in names and insert:
+            axes[name] = list(values)
     return axes
 
 
@@ -286,19 +301,23 @@ class Screen:
         self.runner, self.request, self.kernel, self.arch = runner, request, kernel, arch
         self.parallel = max(1, parallel)
         self.unavailable: Optional[str] = None
+        self.part: Callable[[dict], Optional[dict]] = lambda c: c
+        """What of a config can be screened (``screen_part``); None: it is compiled as it runs."""
         self.original: list[KernelResources] = []
         """The original's own launches as compiled for the arch (the screen's control)."""
 
     def check(self, configs: list[dict[str, int]]) -> dict[tuple, tuple[Optional[str], list[KernelResources]]]:
         """``{config key: (why it is pruned or None, its compile reports)}`` for the configs
         that could be screened; the others are missing."""
-        if not configs or self.unavailable:
+        pairs = [(c, self.part(c)) for c in configs]
+        pairs = [(c, p) for c, p in pairs if p is not None]
+        if not pairs or self.unavailable:
             return {}
-        n = min(self.parallel, len(configs))
-        chunks = [configs[i::n] for i in range(n)]
+        n = min(self.parallel, len(pairs))
+        chunks = [pairs[i::n] for i in range(n)]
         results = self.runner.evaluate_many([
             self.request.with_candidate(None, trials=1, timing=False, aot_arch=self.arch, aot_kernel=self.kernel,
-                                        aot_configs=[dict(c) for c in chunk]) for chunk in chunks])
+                                        aot_configs=[dict(p) for _, p in chunk]) for chunk in chunks])
         out: dict[tuple, tuple[Optional[str], list[KernelResources]]] = {}
         for chunk, r in zip(chunks, results):
             control = [k for k in r.resources if k.variant is None and k.kernel == self.kernel]
@@ -310,7 +329,7 @@ class Screen:
                 return {}
             self.original = self.original or control
             spill0 = max((k.spill_bytes or 0) for k in control)
-            for i, cfg in enumerate(chunk):
+            for i, (cfg, _) in enumerate(chunk):
                 mine = [k for k in r.resources if k.variant == i]
                 if not mine:
                     continue
@@ -331,23 +350,50 @@ def original_config(site: LaunchSite) -> dict[str, int]:
     return {k.name: k.value for k in site.knobs}
 
 
-def choose(trials: list[Trial]) -> Optional[Trial]:
+def pick_site(sites: list[LaunchSite], launched: Optional[set[str]] = None) -> LaunchSite:
+    """The launch to tune: the first whose kernel runs (when that is known) and that has a
+    knob, else the first that runs, else the first."""
+    runs = [s for s in sites if launched is None or s.kernel in launched] or sites
+    return next((s for s in runs if s.knobs or s.exprs), runs[0])
+
+
+def screen_part(config: dict, original: dict, hints: tuple = ()) -> Optional[dict]:
+    """The literal part of ``config`` (what an ``@triton.autotune`` config or the compile
+    screen can hold), or None when it changes a computed knob or the kernel's code. The screen
+    passes its rewrites that only hint (``hints``: cache eviction, dot precision), which change
+    neither registers nor shared memory much, so that their literal part is still screened."""
+    out = {}
+    for name, value in config.items():
+        if isinstance(value, int) and not isinstance(original.get(name), str):
+            out[name] = value
+        elif value != original.get(name) and name not in hints:
+            return None
+    return out
+
+
+def choose(trials: list[Trial], original: Optional[dict] = None) -> Optional[Trial]:
     """The fastest trial that is verified faster than the original: correct, run, timed, and
-    beating it by more than its own timing spread (and at least 1%)."""
+    beating it by more than its own timing spread (and at least 1%). Between equally fast
+    ones, the one that changes fewest of ``original``'s values."""
     faster = [t for t in trials if t.timed_ok and beats(t.speedup, t.spread_pct)]
-    return max(faster, key=lambda t: t.speedup, default=None)
+    original = original or {}
+    return max(faster, key=lambda t: (t.speedup, -sum(original.get(k) != v for k, v in t.config.items())),
+               default=None)
 
 
-def per_shape(trials: list[Trial]) -> list[ShapeChoice]:
+def per_shape(trials: list[Trial], original: Optional[dict] = None) -> list[ShapeChoice]:
     """For each timed input case, the verified config that is fastest on it; the original
-    (``config=None``) where no config beats it there by more than the spread."""
+    (``config=None``) where no config beats it there by more than the spread. Between equally
+    fast configs, the one that changes fewest of ``original``'s values."""
+    original = original or {}
     good = [t for t in trials if t.timed_ok]
     labels: list[str] = []
     for t in good:
         labels += [c for c in t.case_speedups if c not in labels]
     out = []
     for label in labels:
-        best = max((t for t in good if label in t.case_speedups), key=lambda t: t.case_speedups[label])
+        best = max((t for t in good if label in t.case_speedups),
+                   key=lambda t: (t.case_speedups[label], -sum(original.get(k) != v for k, v in t.config.items())))
         sp = best.case_speedups[label]
         wins = beats(sp, best.spread_pct)
         out.append(ShapeChoice(label, dict(best.config) if wins else None, sp if wins else 1.0))
@@ -454,10 +500,10 @@ class _Tuning:
         if not sites:
             report.message = f"{self.wrapper} launches no Triton kernel defined in {self.path}: nothing to tune"
             return False
+        site = self.site = pick_site(sites, self.launched(sites))
         if len(sites) > 1:
-            report.notes.append(f"{self.wrapper} launches {len(sites)} kernels; tuning the first "
-                                f"({sites[0].kernel}, line {sites[0].line})")
-        site = self.site = sites[0]
+            report.notes.append(f"{self.wrapper} reaches {len(sites)} launches; tuning {site.kernel} "
+                                f"(line {site.line}, in {site.scope})")
         if key:
             unknown = [k for k in key if k not in {n for n, const in site.params if not const}]
             if unknown:
@@ -467,12 +513,23 @@ class _Tuning:
         report.notes += site.notes
         return True
 
+    def launched(self, sites: list[LaunchSite]) -> Optional[set[str]]:
+        """The kernels the original launches when it runs, where that decides which launch to
+        tune (several, or one outside the wrapper's own body: a ``backward`` the inputs never
+        reach must not be "verified" by not running); None when it need not be asked."""
+        if len(sites) == 1 and sites[0].scope == self.wrapper:
+            return None
+        probe = self.runner.evaluate(self.request.with_candidate(None, trials=1, timing=False))
+        return set(probe.launches.get("reference") or []) | set(probe.launches.get("candidate") or [])
+
     # 2. The space ----------------------------------------------------------------------------
 
     def build_space(self) -> bool:
         report, site, text = self.report, self.site, self.text
         at, why = find_autotune(text, site.kernel)
         self.at = at
+        if at is None:
+            self.add_rewrites()
         if why:
             report.notes.append(why)
         if at is not None:
@@ -488,9 +545,26 @@ class _Tuning:
             self.render = lambda cfg: render_config(text, site, cfg)
         report.space_size = len(self.space)
         if not self.space:
-            report.message = f"{site.kernel}: no tunable launch setting (literal block sizes, num_warps, num_stages)"
+            report.message = (f"{site.kernel}: no tunable launch setting (block sizes, literal or computed, "
+                              "num_warps, num_stages) and no program rewrite applies")
             return False
         return True
+
+    def add_rewrites(self) -> None:
+        """The kernel's program rewrites for this arch, ``num_ctas`` where the arch has thread
+        block clusters (NVIDIA sm_90 and later) and the kernel is a tiled dot, and what the
+        original runs with on those axes and on its computed knobs."""
+        site = self.site
+        kdef = next((n for n in ast.parse(self.text).body if isinstance(n, ast.FunctionDef) and n.name == site.kernel),
+                    None)
+        if kdef is not None:
+            site.rewrites = kernel_rewrites(kdef, self.backend, self.arch)
+        sm = re.fullmatch(r"sm_(\d+)a?", self.arch)
+        if self.backend == "cuda" and sm and int(sm.group(1)) >= 90 and self.uses_dot:
+            site.extra_axes = {"num_ctas": [1, 2]}
+        self.report.original.update(site.axes_original())
+        if site.scope and site.scope != self.wrapper:
+            self.report.notes.append(f"{site.kernel} is launched from {site.scope}")
 
     # 3. What cannot fit the arch, before anything runs ---------------------------------------
 
@@ -521,6 +595,8 @@ class _Tuning:
                 report.message = f"{site.kernel}: no config fits {arch}"
                 return False
         self.screen = Screen(self.runner, self.request, site.kernel, arch, _parallelism(self.runner))
+        hints = tuple(rw.name for rw in site.rewrites)
+        self.screen.part = lambda c: screen_part(c, report.original, hints)
         return True
 
     # 4. The search -----------------------------------------------------------------------------
@@ -620,9 +696,13 @@ class _Tuning:
         verified = sum(t.correct for t in report.trials)
         self.unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
         report.emit = emit
-        best = choose(report.trials)
+        as_run = {**self.defaults, **report.original}  # what the original runs with, defaults included
+        best = choose(report.trials, as_run)
         if report.timed:
-            report.per_shape = per_shape(report.trials)
+            # An @triton.autotune holds literal values only: its per-shape winners are chosen
+            # among the configs that keep the computed knobs and the kernel's code as written.
+            report.per_shape = per_shape([t for t in report.trials if emit != "autotune"
+                                          or screen_part(t.config, report.original) is not None], as_run)
         if not report.timed and timed:
             # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
             first = next((t for t in report.trials if not t.correct), None)
@@ -659,7 +739,10 @@ class _Tuning:
         configs = [c for c in autotune_configs(report.per_shape, original_full, report.trials) if c]
         if not self.autotune_gain(emit) or not configs:
             configs = [best.config]  # faster overall, but no single shape by a clear margin
-        report.autotune_configs = configs
+        literal = [screen_part(c, report.original) for c in configs]
+        if any(c is None for c in literal) or not any(literal):
+            return self.computed_instead(best)
+        configs = report.autotune_configs = [c for c in literal if c]
         try:
             if at is not None:
                 source = render_autotune(text, at, configs)
@@ -675,6 +758,19 @@ class _Tuning:
         report.best = {"autotune configs": len(configs)}
         report.search_speedup = best.speedup if best is not None else None
         return source, f"@triton.autotune over {len(configs)} config(s) keyed on {report.autotune_key or 'its key'}"
+
+    def computed_instead(self, best: Optional[Trial]) -> Optional[tuple[str, str]]:
+        """The winners change a computed knob or the kernel's program, which an
+        ``@triton.autotune`` cannot hold (its configs are literal values): the best config is
+        written as it is, its computed block sizes still following the shape."""
+        if best is None:
+            self.report.message = (f"{self.site.kernel}: the per-shape winners change a computed block size or "
+                                   "the kernel's code, which @triton.autotune cannot hold; use --emit constants")
+            return None
+        self.report.notes.append("written as one config, not an @triton.autotune: the best config changes a "
+                                 "computed block size or the kernel's code, which autotune configs cannot hold")
+        self.report.emit = "constants"
+        return self.write_edit("constants", best, None)
 
     # 7. The confirmation -----------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Optional
 from runner.schema import EvalRequest
 
 from .knobs import find_autotune, find_launch_sites, render_autotune, render_autotune_launch
-from .tuner import DEFAULT_LAUNCH, TuneReport, Trial, backend_of, shape_key
+from .tuner import DEFAULT_LAUNCH, TuneReport, Trial, backend_of, screen_part, shape_key
 
 
 def _rank(t: Trial) -> tuple:
@@ -28,8 +28,14 @@ def untimed_edit(runner, req: EvalRequest, report: TuneReport,
     if not verified:
         return None, "no config was verified correct"
     text = req.files[req.target.path]
-    site = find_launch_sites(text, req.target.symbol)[0]
-    chosen = [dict(t.config) for t in sorted(verified, key=_rank)[:3]]
+    site = next(s for s in find_launch_sites(text, req.target.symbol) if s.kernel == report.kernel)
+    # Autotune configs hold literal values: configs that change a computed knob or the kernel's
+    # code are left out, the others keep their literal part.
+    literal = [(t, screen_part(t.config, report.original)) for t in verified]
+    literal = [(t, c) for t, c in literal if c is not None]
+    if not literal:
+        return None, "every verified config changes a computed block size or the kernel's code"
+    chosen = [dict(c) for _, c in sorted(literal, key=lambda tc: _rank(tc[0]))[:3]]
     at, _ = find_autotune(text, site.kernel)
     try:
         if at is not None:
@@ -40,7 +46,7 @@ def untimed_edit(runner, req: EvalRequest, report: TuneReport,
             defaults = DEFAULT_LAUNCH[backend_of(report.arch)]
             names = sorted({n for c in chosen for n in c})
             original = {n: report.original.get(n, defaults.get(n)) for n in names
-                        if n in report.original or n in defaults}
+                        if isinstance(report.original.get(n, defaults.get(n)), int)}
             configs = [original] + [{**original, **c} for c in chosen if {**original, **c} != original]
             source = render_autotune_launch(text, site, configs, key or shape_key(text, site, report.trials))
             label = f"the original config and {len(configs) - 1} verified one(s)"

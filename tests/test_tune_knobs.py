@@ -1,0 +1,255 @@
+"""The tuner beyond literal launch constants: computed block sizes, launches reached through an
+autograd.Function or a class, and program rewrites (eviction hints, dot precision, num_ctas)."""
+
+import ast
+import textwrap
+
+from conftest import Project
+from test_tune import CostModelRunner
+from agent.tune.knobs import find_launch_sites, render_config
+from agent.tune.rewrites import kernel_rewrites
+from agent.tune.tuner import _Tuning, search_space, tune
+
+ROWS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_scale_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    # One program per row and no loop: the block must cover the row.
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row * n_cols + cols, x / (tl.max(tl.abs(x), axis=0) + 1.0), mask=cols < n_cols)
+
+
+def row_scale(x):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    BLOCK = triton.next_power_of_2(n_cols)
+    row_scale_kernel[(n_rows,)](x, out, n_cols, BLOCK=BLOCK, num_warps=4)
+    return out
+
+
+INPUT_CASES = [{"n_cols": 100}, {"n_cols": 300}]
+
+
+def get_inputs(n_cols=100):
+    return [torch.randn(3, n_cols, device="cuda")]
+'''
+
+DOUBLED = "BLOCK = triton.next_power_of_2(n_cols) * 2"
+
+
+def test_a_computed_block_is_scaled_per_shape_verified_and_confirmed(tmp_path, runner):
+    (site,) = find_launch_sites(ROWS, "row_scale")
+    (block,) = site.exprs
+    assert (block.name, block.var, block.text) == ("BLOCK", "BLOCK", "triton.next_power_of_2(n_cols)")
+    p = Project(tmp_path).write("rows.py", ROWS)
+
+    def cost(case, text):  # a GPU that likes the doubled block (the CPU cannot time)
+        return 0.8 if text is not None and DOUBLED in text else 1.0
+
+    cm = CostModelRunner(runner, cost)
+    report = tune(cm, p.request("rows.py::row_scale"), "sm_90", max_configs=4, trials_per_case=1, timed=True)
+    by_block = {}
+    for t in report.trials:
+        by_block.setdefault(t.config["BLOCK"], set()).add(t.correct)
+    # Halving the computed block drops half of every row: rejected on every shape.
+    assert by_block.get("max(16, triton.next_power_of_2(n_cols) // 2)") == {False}
+    assert by_block.get("triton.next_power_of_2(n_cols) * 2") == {True}
+    assert report.improved and report.best["BLOCK"] == "triton.next_power_of_2(n_cols) * 2"
+    # The edit rewrites the binding, so the block still follows the shape (256 and 1024 here),
+    # and the fresh evaluation of the edited file passed every case.
+    assert f"    {DOUBLED}\n" in report.source
+    assert report.confirmation.correct and len(report.confirmation.cases) == 2
+    assert all(c.passed for c in report.confirmation.cases)
+
+    # --emit autotune cannot hold an expression: the same edit, said so.
+    report = tune(CostModelRunner(runner, cost), p.request("rows.py::row_scale"), "sm_90", max_configs=4,
+                  trials_per_case=1, timed=True, emit="autotune")
+    assert report.improved and DOUBLED in report.source and "@triton.autotune" not in report.source
+    assert any("autotune configs cannot hold" in n for n in report.notes)
+
+
+def test_caps_inside_min_are_moved_and_names_bound_in_branches_scale_at_the_launch():
+    text = ROWS.replace("BLOCK = triton.next_power_of_2(n_cols)", "BLOCK = min(1024, triton.next_power_of_2(n_cols))")
+    (block,) = find_launch_sites(text, "row_scale")[0].exprs
+    assert "min(2048, triton.next_power_of_2(n_cols))" in block.values
+    assert "min(512, triton.next_power_of_2(n_cols))" in block.values
+    branches = ROWS.replace("    BLOCK = triton.next_power_of_2(n_cols)\n",
+                            "    if n_cols > 64:\n        BLOCK = 512\n    else:\n        BLOCK = 64\n")
+    (site,) = find_launch_sites(branches, "row_scale")
+    (block,) = site.exprs
+    assert block.var is None and block.text == "BLOCK"  # the launch's keyword is what changes
+    new = render_config(branches, site, {"BLOCK": "BLOCK * 2"})
+    assert "BLOCK=BLOCK * 2, num_warps=4)" in new and "BLOCK = 512\n" in new
+    # Flags and problem sizes computed at the launch are not knobs.
+    flags = ROWS.replace("BLOCK=BLOCK, num_warps=4)", "BLOCK=BLOCK, num_warps=4, HAS_BIAS=x is None)")
+    flags = flags.replace("BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, HAS_BIAS: tl.constexpr):")
+    assert [e.name for e in find_launch_sites(flags, "row_scale")[0].exprs] == ["BLOCK"]
+
+
+AUTOGRAD = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _axpy_fwd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+@triton.jit
+def _axpy_bwd(g_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dx_ptr + offs, 2.0 * tl.load(g_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class Axpy(torch.autograd.Function):
+    @staticmethod
+    def backward(ctx, g):  # written first: the inputs never reach it
+        dx = torch.empty_like(g)
+        _axpy_bwd[(triton.cdiv(g.numel(), 256),)](g, dx, g.numel(), BLOCK=256)
+        return dx, g
+
+    @staticmethod
+    def forward(ctx, x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        BLOCK = min(512, triton.next_power_of_2(n))
+        _axpy_fwd[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)
+        return out
+
+
+def axpy(x, y):
+    return Axpy.apply(x, y)
+
+
+class AxpyModule(torch.nn.Module):
+    def forward(self, x, y):
+        return axpy(x, y)
+
+
+def get_inputs():
+    return [torch.randn(700, device="cuda"), torch.randn(700, device="cuda")]
+'''
+
+
+def test_launches_inside_an_autograd_function_are_found_and_the_one_that_runs_is_tuned(tmp_path, runner):
+    sites = find_launch_sites(AUTOGRAD, "axpy")
+    assert [(s.kernel, s.scope) for s in sites] == [("_axpy_bwd", "Axpy.backward"), ("_axpy_fwd", "Axpy.forward")]
+    # Through a module's forward and a helper: two levels.
+    assert [s.kernel for s in find_launch_sites(AUTOGRAD, "AxpyModule")] == ["_axpy_bwd", "_axpy_fwd"]
+    p = Project(tmp_path).write("axpy.py", AUTOGRAD)
+    report = tune(runner, p.request("axpy.py::axpy"), "sm_90", max_configs=3, trials_per_case=1)
+    # The backward is never run by the inputs, so a config of it would be "verified" by not
+    # running: the tuner asks which kernels the original launches and takes the forward.
+    assert report.kernel == "_axpy_fwd" and any("Axpy.forward" in n for n in report.notes)
+    assert report.original["BLOCK"] == "min(512, triton.next_power_of_2(n))"
+    assert report.tried == 3 and all(t.correct for t in report.trials)  # the grid reads BLOCK: it follows
+
+
+def test_eviction_hints_are_rendered_where_loads_are_reused_or_streamed_and_verified(tmp_path, runner):
+    src = textwrap.dedent('''
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def center_kernel(x_ptr, b_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            cols = tl.arange(0, BLOCK)
+            mean = tl.sum(tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0), axis=0) / n_cols
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            b = tl.load(b_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+            tl.store(out_ptr + row * n_cols + cols, x - mean + b, mask=cols < n_cols)
+
+        def center(x, b):
+            out = torch.empty_like(x)
+            center_kernel[(x.shape[0],)](x, b, out, x.shape[1], BLOCK=128)
+            return out
+
+        def get_inputs():
+            return [torch.randn(4, 100, device="cuda"), torch.randn(100, device="cuda")]
+    ''')
+    kdef = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "center_kernel")
+    (rw,) = kernel_rewrites(kdef, "cuda", "sm_90")
+    # x is loaded twice (reused); b already says what it wants and is left alone.
+    assert rw.name == "eviction_policy" and rw.values == ["as written", "reused: evict_last"]
+    (site,) = find_launch_sites(src, "center")
+    site.rewrites = [rw]
+    new = render_config(src, site, {"eviction_policy": "reused: evict_last"})
+    assert src.count("evict_last") == 1 and new.count('other=0.0, eviction_policy="evict_last")') == 3
+    assert "evict_first" not in new
+    assert render_config(src, site, {"eviction_policy": "as written"}) == src
+    p = Project(tmp_path).write("c.py", src).write("hinted.py", new)
+    r = p.evaluate(runner, "c.py::center", "hinted.py::center", trials=1)
+    assert r.status == "ok" and r.correct, r.message
+    # The tuner searches it as one more axis.
+    req = p.request("c.py::center")
+    t = _Tuning(runner, req, "sm_90", 1)
+    assert t.find_launch(None) and t.build_space()
+    assert {c["eviction_policy"] for c in t.space} == {"as written", "reused: evict_last"}
+
+
+DOT = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mm(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + r[:, None] * BLOCK + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * BLOCK + r[None, :])
+    tl.store(c_ptr + r[:, None] * BLOCK + r[None, :], tl.dot(a, b, input_precision="ieee"))
+
+
+def matmul(a, b, c):
+    mm[(1,)](a, b, c, BLOCK=32)
+'''
+
+
+def test_dot_precision_and_num_ctas_only_where_the_backend_allows():
+    from runner.schema import EvalRequest, Target
+    kdef = next(n for n in ast.parse(DOT).body if isinstance(n, ast.FunctionDef))
+    rws = {rw.name: rw for rw in kernel_rewrites(kdef, "cuda", "sm_90")}
+    assert rws["input_precision"].values == ["as written", "tf32x3", "tf32"]
+    assert [rw.name for rw in kernel_rewrites(kdef, "rocm", "gfx942") if rw.name == "input_precision"] == \
+        ["input_precision"]
+    assert not [rw for rw in kernel_rewrites(kdef, "rocm", "gfx90a") if rw.name == "input_precision"]
+    default = ast.parse(DOT.replace(', input_precision="ieee"', "")).body
+    kdef = next(n for n in default if isinstance(n, ast.FunctionDef))
+    assert not [rw for rw in kernel_rewrites(kdef, "cuda", "sm_90") if rw.name == "input_precision"]
+
+    req = EvalRequest(target=Target("mm.py", "matmul"), files={"mm.py": DOT})
+    axes = {}
+    for arch in ("sm_90", "sm_80", "gfx942"):
+        t = _Tuning(None, req, arch, 1)  # static steps only: nothing runs
+        assert t.find_launch(None) and t.build_space()
+        axes[arch] = {n for c in t.space for n in c}
+        if arch == "sm_90":
+            new = render_config(DOT, t.site, {"input_precision": "tf32", "num_ctas": 2})
+            assert 'tl.dot(a, b, input_precision="tf32")' in new and "BLOCK=32, num_ctas=2)" in new
+            assert render_config(DOT, t.site, {"num_ctas": 1}) == DOT
+    assert "num_ctas" in axes["sm_90"] and "num_ctas" not in axes["sm_80"] and "num_ctas" not in axes["gfx942"]
+    assert "input_precision" in axes["sm_90"] and "input_precision" in axes["gfx942"]
+    assert all("num_ctas" not in c or c["num_ctas"] in (1, 2) for c in search_space(t.site))
+
+
+def test_what_the_compile_screen_and_an_autotune_config_can_hold():
+    from agent.tune.tuner import screen_part
+    original = {"BLOCK": "triton.next_power_of_2(n)", "eviction_policy": "as written", "num_warps": 4}
+    same = {"BLOCK": "triton.next_power_of_2(n)", "eviction_policy": "as written", "num_warps": 8}
+    assert screen_part(same, original) == {"num_warps": 8}
+    hinted = {**same, "eviction_policy": "reused: evict_last"}
+    assert screen_part(hinted, original) is None  # an autotune config cannot hold a hint
+    assert screen_part(hinted, original, hints=("eviction_policy",)) == {"num_warps": 8}  # the screen can
+    scaled_block = {**same, "BLOCK": "triton.next_power_of_2(n) * 2"}
+    assert screen_part(scaled_block, original, hints=("eviction_policy",)) is None
