@@ -155,6 +155,9 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             import torch
             torch.cuda.init()
             torch.empty(1, device="cuda")  # the context, before any user code
+            # Some PyTorch versions count devices through NVML even once CUDA is up; NVML may see
+            # none inside the sandbox ("Invalid device id"). The driver's count is the true one.
+            torch.cuda._cached_device_count = torch._C._cuda_getDeviceCount()
         info = devices.detect(requested)
     except BaseException as e:
         why = f"{type(e).__name__}: {e}"
