@@ -197,13 +197,15 @@ def test_fast_p_counts_correct_untimed_tasks_only_at_p_zero():
     assert geomean([]) is None and geomean([4.0, 1.0]) == pytest.approx(2.0)
 
 
-def test_pct_peak_uses_the_largest_timed_case_and_prefers_compute():
-    cases = [{"timing": {"bytes_moved": 10, "cand_bw_pct_peak": 90.0, "cand_flops_pct_peak": None}},
-             {"timing": {"bytes_moved": 1000, "cand_bw_pct_peak": 40.0, "cand_flops_pct_peak": 70.0}},
+def test_pct_peak_is_the_time_weighted_share_of_each_cases_binding_roof():
+    cases = [{"timing": {"cand_ms": 1.0, "bytes_moved": 10, "cand_bw_pct_peak": 90.0, "cand_flops_pct_peak": None}},
+             {"timing": {"cand_ms": 3.0, "bytes_moved": 1000, "cand_bw_pct_peak": 40.0, "cand_flops_pct_peak": 70.0}},
              {"timing": None}]
-    assert metrics.pct_peak(cases) == 70.0
+    # (1 ms at 90% of bandwidth + 3 ms at 70% of FLOP/s, the roof that binds it) / 4 ms
+    assert metrics.pct_peak(cases) == pytest.approx(75.0)
     s = metrics.sample_from_result({"status": "ok", "correct": True, "timing": {"speedup": 1.5}, "cases": cases})
-    assert (s.speedup, s.pct_peak, s.ok) == (1.5, 70.0, True)
+    assert (s.speedup, s.pct_peak, s.ok) == (1.5, pytest.approx(75.0), True)
+    assert metrics.pct_peak([{"timing": {"cand_ms": 1.0, "bytes_moved": 10}}]) is None  # unknown GPU: no guess
 
 
 # --------------------------------------------------------------------------- cache and report
