@@ -317,7 +317,8 @@ def collect_files(path: Path, root: Path, overrides: Optional[dict[str, str]] = 
     """
     overrides = overrides or {}
     files: dict[str, str] = {}
-    todo = [path.resolve()]
+    first = path.resolve()
+    todo = [first]
     root = root.resolve()
     while todo:
         f = todo.pop()
@@ -325,7 +326,9 @@ def collect_files(path: Path, root: Path, overrides: Optional[dict[str, str]] = 
             rel = f.relative_to(root).as_posix()
         except ValueError:
             continue  # outside the project: an installed package, not ours to ship
-        if rel in files or "site-packages" in f.parts or any(p.startswith(".") for p in f.relative_to(root).parts[:-1]):
+        # Modules under hidden folders (.venv, .git) are not shipped; the file asked for always is.
+        hidden = f != first and any(p.startswith(".") for p in f.relative_to(root).parts[:-1])
+        if rel in files or "site-packages" in f.parts or hidden:
             continue
         if len(files) >= MAX_LOCAL_FILES:
             break
