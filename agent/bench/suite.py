@@ -298,7 +298,7 @@ class Bench:
             rec.timed = first.timing is not None
             if first.error and first.error.kind == "runner_unavailable":
                 rec.error = first.message
-        for kind in s.baselines:
+        for kind in s.baselines if not rec.stopped else ():  # a task the time budget stopped measures no more
             b = self._baseline(task, kind, results)
             if b is not None:
                 rec.baselines[kind] = b
