@@ -92,7 +92,7 @@ def _settings(args) -> Settings:
             raise ConfigError(f"{name} must be a positive number of seconds")
     if args.task_budget is not None and args.strategy != "tune":
         raise ConfigError("--task-budget is for --strategy tune (the GEAK loop has --budget-tokens and "
-                          "--iterations; --time-budget stops any strategy)")
+                          "--iterations; --time-budget limits the whole run)")
     kinds = [k.strip() for k in args.baselines.split(",") if k.strip()]
     bad = [k for k in kinds if k not in KINDS]
     if bad:
