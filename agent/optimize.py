@@ -27,6 +27,7 @@ from runner.schema import EvalRequest
 
 from .llm.session import LLMSettings
 from .outcome import Outcome
+from .deadline import BudgetRunner, Deadline, earliest
 from .progress import Progress, Tracker
 from .tune.strategy import TuneSettings
 
@@ -48,6 +49,10 @@ class OptimizeSettings:
     """The GEAK loop: where its run directory is made (default ROOT/.geak/runs)."""
     resume: Optional[Path] = None
     """The GEAK loop: the run directory to go on with."""
+    deadline: Optional[Deadline] = None
+    """When the whole run's time is spent (``geak bench --time-budget``): the strategy stops
+    before its next batch and keeps its best verified result. The tuner's own
+    ``TuneSettings.budget_s`` is counted from the start of this call; the earlier one holds."""
 
 
 def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[OptimizeSettings] = None,
@@ -62,18 +67,27 @@ def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[Opt
     if s.arch and s.arch not in ARCHS:
         raise ValueError(f"unknown arch '{s.arch}': use one of {', '.join(sorted(ARCHS))}")
     provider = _provider(s) if strategy == "llm" else None
+    deadline = earliest(s.deadline, Deadline.after(s.tune.budget_s, "task budget")
+                        if strategy == "tune" and s.tune.budget_s else None)
     tracker = Tracker(runner)
     say(Progress("original", f"checking the original {request.target} ..."))
-    baseline = runner.evaluate(request)
+    if deadline is not None and deadline.passed:
+        return Outcome(strategy=strategy, stopped=deadline.why,
+                       message=f"the {deadline.why} was spent before the original could be checked")
+    check = BudgetRunner(runner, deadline) if deadline is not None else None
+    baseline = (check or runner).evaluate(request)
     if not baseline.correct:
+        if check is not None and check.cut:  # the budget ended the check, not the code
+            return Outcome(strategy=strategy, stopped=deadline.why,
+                           message=f"the {deadline.why} was spent while the original was checked; nothing was tried")
         return Outcome(strategy=strategy, baseline=baseline,
                        message=f"the original does not pass its own check: {baseline.message}")
     if strategy == "tune":
         from .tune import strategy as tuning
         d = baseline.device
         arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
-        return tuning.run(tracker, request, baseline, arch, s.tune, say)
-    return _geak_loop(tracker, request, baseline, provider, s, say)
+        return tuning.run(tracker, request, baseline, arch, s.tune, say, deadline)
+    return _geak_loop(tracker, request, baseline, provider, s, say, deadline)
 
 
 def _provider(s: OptimizeSettings):
@@ -82,13 +96,14 @@ def _provider(s: OptimizeSettings):
 
 
 def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: OptimizeSettings,
-               say: Callable[[Progress], None]) -> Outcome:
+               say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     from .llm.rundir import RunDir
     from .llm.session import Session
     session = Session(base=request, baseline=baseline, settings=s.llm, provider=provider,
                       root=Path(s.root or Path.cwd()), arch=s.arch, run_dir=s.run_dir,
                       run=RunDir(s.resume) if s.resume else None)
     task, cfg = session.open()
+    cfg.deadline = deadline
     say(runner.progress("search", session.describe(s.resume is not None, task, cfg), device=baseline.device,
                         arch=s.arch, total=cfg.iterations))
 
@@ -104,5 +119,6 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
         p.message = f"iteration {it + 1}/{cfg.iterations}: {p.verified} of {p.evaluated} verified, {p.best_text}"
         say(p)
 
-    report = session.loop(runner, task, cfg, on_step, on_iteration)
+    report = session.loop(runner if deadline is None else BudgetRunner(runner, deadline), task, cfg, on_step,
+                          on_iteration)
     return session.outcome(report, s.apply_untimed)

@@ -172,10 +172,31 @@ def render_tune(report) -> str:
         t = report.confirmation.timing
         lines.append(f"confirmed  Σ ref {t.ref_ms:.4f} ms, Σ tuned {t.cand_ms:.4f} ms, {t.speedup:.3f}x "
                      f"(geomean {t.speedup_geomean:.3f}x), spread ±{t.spread_pct:.1f}%, {t.method}")
+    if report.timed:
+        lines.append("% of peak  " + _roof(report))
+    if report.search_s is not None:
+        lines.append(f"searched   {report.tried} config(s) in {report.search_s:.1f} s"
+                     + (f", confirmed in {report.confirm_s:.1f} s" if report.confirm_s is not None else "")
+                     + (f" (budget {report.budget_s:.0f} s)" if report.budget_s is not None else "")
+                     + (f"; stopped on its {report.stopped} after {report.stopped_after} config(s)"
+                        if report.stopped in ("task budget", "time budget") else
+                        "; stopped near the roofline" if report.stopped == "roofline" else ""))
     for n in report.notes:
         lines.append(f"note       {n}")
     lines.append(f"verdict    {'IMPROVED' if report.improved else 'NO VERIFIED IMPROVEMENT'}: {report.message}")
     return "\n".join(lines)
+
+
+def _roof(report) -> str:
+    """The original's and the chosen config's share of the roofline, or why it is unknown."""
+    from .roofline import BASIS_TEXT
+    if report.original_pct_peak is None:
+        return ("unknown: the task gives neither get_bytes nor get_flops that could be counted, or the GPU's "
+                "peaks are not known")
+    what = BASIS_TEXT.get(report.peak_basis or "", "of peak")
+    if report.best_pct_peak is None or not report.improved:
+        return f"the original {report.original_pct_peak:.0f}% {what}"
+    return f"the original {report.original_pct_peak:.0f}% → tuned {report.best_pct_peak:.0f}% {what}"
 
 
 def diff_text(old: str, new: str, path: str) -> str:

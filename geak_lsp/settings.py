@@ -38,6 +38,9 @@ class Settings:
     workers: int = 2
     trials: int = 2
     max_configs: int = 24
+    task_budget: Optional[float] = None
+    """``geak.taskBudget``: the tuner's seconds per job (the search stops there and keeps its
+    best verified config); None: no limit."""
     emit: str = "constants"
     apply_untimed: bool = False
     """GEAK loop only: offer a candidate that is verified correct but could not be timed (no
@@ -68,6 +71,12 @@ def _int(lo: int, hi: int) -> Callable[[Any], Optional[str]]:
             return f"an integer from {lo} to {hi}"
         return None
     return check
+
+
+def _seconds_or_null(v) -> Optional[str]:
+    if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 1 <= v <= 86400):
+        return None
+    return "a number of seconds from 1 to 86400, or null"
 
 
 def _bool(v) -> Optional[str]:
@@ -103,6 +112,7 @@ SCHEMA: dict[str, tuple[str, Callable[[Any], Optional[str]]]] = {
     "workers": ("workers", _int(1, 32)),
     "trials": ("trials", _int(1, 20)),
     "maxConfigs": ("max_configs", _int(1, 1000)),
+    "taskBudget": ("task_budget", _seconds_or_null),
     "emit": ("emit", _choice(EMITS)),
     "applyUntimed": ("apply_untimed", _bool),
 }

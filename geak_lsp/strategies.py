@@ -184,7 +184,7 @@ def optimize_target(runner, request: EvalRequest, settings: Settings, ctx: JobCo
     strategy = settings.effective_strategy
     s = OptimizeSettings(arch=settings.arch, root=root, apply_untimed=settings.apply_untimed,
                          tune=TuneSettings(max_configs=settings.max_configs, trials=settings.trials,
-                                           emit=settings.emit),
+                                           emit=settings.emit, budget_s=settings.task_budget),
                          llm=LLMSettings(provider=settings.provider, model=settings.model,
                                          iterations=settings.iterations, parallel=settings.parallel, retries=1))
     try:

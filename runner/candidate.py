@@ -298,9 +298,11 @@ class CandidateSide(Side):
 
     def work(self, calls: list[Call]) -> dict:
         """Bytes one call must move (inputs and outputs, or the file's ``get_bytes``) and its
-        floating-point operations (``get_flops``), summed over the timed calls."""
+        floating-point operations (``get_flops``), summed over the timed calls. ``bytes_basis``
+        says which: ``get_bytes``, or ``tensors`` (the sizes of inputs and outputs, a lower bound
+        on what the kernel moves)."""
         from .compare import nbytes
-        moved, flops, notes = 0, None, []
+        moved, flops, notes, counted = 0, None, [], True
         bytes_fn = getattr(self.ref_module, "get_bytes", None) if self.unit == "symbol" else None
         flops_fn = getattr(self.ref_module, "get_flops", None) if self.unit == "symbol" else None
         fn = self.function("reference") if self.unit == "symbol" else None
@@ -315,6 +317,7 @@ class CandidateSide(Side):
                 try:
                     n = int(bytes_fn(*call.args, **call.kwargs))
                 except Exception as e:
+                    counted = False
                     notes.append(f"get_bytes failed ({type(e).__name__}: {str(e)[:120]}); bytes counted as "
                                  "inputs + outputs")
             moved += n
@@ -327,7 +330,9 @@ class CandidateSide(Side):
         ts = [t for t in _tensors(calls) if t.is_floating_point()]
         if ts:
             dtype = str(ts[0].dtype).replace("torch.", "")
-        return {"bytes_moved": moved, "flops": flops if flops is None or math.isfinite(flops) else None,
+        basis = "get_bytes" if callable(bytes_fn) and counted else "tensors"
+        return {"bytes_moved": moved, "bytes_basis": basis,
+                "flops": flops if flops is None or math.isfinite(flops) else None,
                 "dtype": dtype, "notes_work": notes}
 
 

@@ -41,6 +41,10 @@ KNOWN_GPUS: tuple[GpuSpec, ...] = (
             "float32": 95.7, "float64": 95.7}, 16, "gfx90a"),
     GpuSpec(("mi250",), "AMD Instinct MI250", 3277, {"float16": 362, "bfloat16": 362,
             "float32": 90.5, "float64": 90.5}, 16, "gfx90a"),
+    GpuSpec(("mi325x",), "AMD Instinct MI325X", 6000, {"float16": 1307, "bfloat16": 1307,
+            "float8": 2615, "tf32": 654, "float32": 163, "float64": 81.7}, 256, "gfx942"),
+    GpuSpec(("b200",), "NVIDIA B200", 8000, {"float16": 2250, "bfloat16": 2250, "float8": 4500,
+            "tf32": 1100, "float32": 80, "float64": 40}, 126, "sm_100"),
 )
 """L2 for MI300X is its 256 MB Infinity Cache (the last level a flush must cover)."""
 
@@ -51,7 +55,7 @@ def lookup(name: str, arch: Optional[str] = None) -> Optional[GpuSpec]:
         if all(m in key for m in spec.match):
             return spec
     if arch == "gfx942":  # MI300 family reported by arch only (e.g. "AMD Radeon Graphics")
-        return KNOWN_GPUS[5]
+        return next(s for s in KNOWN_GPUS if s.name == "AMD Instinct MI300X")
     return None
 
 

@@ -29,6 +29,8 @@ DID_NOT_RUN = ("compile_error", "runtime_error", "timeout", "crashed")
 """The statuses in which the code did not run to the end (a wrong answer or a rejection ran)."""
 BACKENDS = ("cuda", "rocm", "interpreter")
 """``DeviceInfo.backend``: CUDA, ROCm (HIP, told by ``torch.version.hip``), or Triton's CPU interpreter."""
+BYTES_BASES = ("get_bytes", "tensors")
+"""``CaseTiming.bytes_basis``: the task's ``get_bytes``, or the sizes of inputs and outputs."""
 MIN_GAIN = 0.01
 """The least gain that counts as faster, whatever the spread: 1%."""
 
@@ -217,6 +219,9 @@ class CaseTiming:
     method: str  # events | cuda_graph
     bytes_moved: Optional[int] = None
     """Input + output bytes: the fewest a kernel must move."""
+    bytes_basis: Optional[str] = None
+    """Where ``bytes_moved`` came from: ``get_bytes`` (the task's own count) or ``tensors`` (the
+    sizes of inputs and outputs: a lower bound, so % of peak bandwidth is one too)."""
     cand_bw_pct_peak: Optional[float] = None
     cand_tflops: Optional[float] = None
     cand_flops_pct_peak: Optional[float] = None

@@ -12,8 +12,8 @@ import math
 from typing import Optional
 
 from .errors import UNWRITTEN, VARYING
-from .schema import (CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Flag,
-                     KernelResources, Timing, from_dict)
+from .schema import (BYTES_BASES, CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalRequest, EvalResult,
+                     Flag, KernelResources, Timing, from_dict)
 
 REF_SLOWDOWN_LIMIT = 1.25
 """The reference timed beside the candidate may be this much slower than timed alone (plus both
@@ -237,7 +237,8 @@ class Verdict:
         ct = CaseTiming(ref_ms=ref_ms, cand_ms=cand_ms, speedup=ref_ms / cand_ms,
                         ref_spread_pct=float(t.get("ref_spread_pct") or 0),
                         cand_spread_pct=float(t.get("cand_spread_pct") or 0), reps=reps,
-                        method=str(t.get("method") or "events"), bytes_moved=_int(t.get("bytes_moved")))
+                        method=str(t.get("method") or "events"), bytes_moved=_int(t.get("bytes_moved")),
+                        bytes_basis=t.get("bytes_basis") if t.get("bytes_basis") in BYTES_BASES else None)
         dev = self.result.device
         if dev and dev.peak_bandwidth_gbs and ct.bytes_moved:
             ct.cand_bw_pct_peak = 100.0 * ct.bytes_moved / (cand_ms * 1e-3) / (dev.peak_bandwidth_gbs * 1e9)

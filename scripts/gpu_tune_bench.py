@@ -16,6 +16,22 @@ For each example kernel:
 
 Every measurement starts with an empty Triton cache (``TRITON_CACHE_DIR``), so neither side
 reuses the other's compiles. Writes DIR/tune_bench.json and prints a Markdown table.
+
+Over a folder of task files (TritonBench-G, or any ``geak bench`` format), within a time limit:
+
+    python scripts/gpu_tune_bench.py --out DIR --tasks-dir .ext/tbg --tasks 'matmul*,softmax*' \
+        --task-budget 60 --wall 420 --jobs 4 --workers 12
+
+Per task: ``geak optimize --strategy tune`` as ``geak bench`` runs it (``--task-budget`` seconds
+each, and the whole run stops its tasks at ``--wall`` seconds, keeping what each verified), and
+``@triton.autotune`` over the same space (the tuner's space after its arithmetic pruning, a seeded
+sample of ``--max-configs`` with the original's config when larger; an autotuned kernel's own
+list and its neighbours), evaluated against the original by the same evaluator: its search
+seconds are that evaluation's worker seconds less the original's own check's (the autotuning
+happens in its first calls). Columns: original ms, tuned ms, speedup, % of peak (original → tuned,
+``agent.roofline``), search s, configs, the same for Triton's autotune, and a verdict. Writes
+DIR/tbg_tune_bench.json and DIR/tbg_tune_bench.md. Runs on a CPU too (the Triton interpreter):
+every config is verified there, but nothing is timed, and the table says so.
 """
 
 from __future__ import annotations
@@ -224,9 +240,206 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+# --------------------------------------------------------------------------- a folder of tasks
+
+
+def _space_for_triton(text: str, site, rep_, max_configs: int):
+    """The tuner's space as ``@triton.autotune`` configs and the source that holds them."""
+    from agent.tune.knobs import find_autotune, render_autotune
+    from agent.tune.tuner import autotune_space, backend_of
+    backend, uses_dot = backend_of(rep_.arch), "tl.dot" in text
+    at, _ = find_autotune(text, site.kernel)
+    if at is not None:
+        space = autotune_space(at, backend, uses_dot, site.has_loop)[:max_configs]
+        return space, False, (lambda cfgs: render_autotune(text, at, cfgs))
+    space = search_space(site, backend, uses_dot)
+    blocks = dot_blocks(k.name for k in site.knobs) if uses_dot else None
+    if blocks:  # the tuner's arithmetic pruning, with the element size it saw
+        sizes = [_BYTES.get(ty.lstrip("*"), 4) for r in rep_.original_resources for ty in r.arg_types.split(", ")
+                 if ty.startswith("*")]
+        base_cfg = {k.name: k.value for k in site.knobs}
+        space = [c for c in space if static_limit({**base_cfg, **c}, blocks, rep_.arch, max(sizes) if sizes else 4,
+                                                  DEFAULT_LAUNCH[backend]) is None]
+    sampled = len(space) > max_configs
+    if sampled:
+        original = next((c for c in space if all(c.get(k.name) == k.value for k in site.knobs)), None)
+        rest = [c for c in space if c != original]
+        space = ([original] if original else []) + random.Random(0).sample(rest, max_configs - (1 if original else 0))
+    key = shape_key(text, site, rep_.trials)
+    return space, sampled, (lambda cfgs: render_autotune_launch(text, site, cfgs, key))
+
+
+def triton_over_the_same_space(req, out, runner, wall, max_configs: int) -> dict:
+    """``@triton.autotune`` over the tuner's space, evaluated against the original."""
+    from agent.deadline import BudgetRunner
+    from agent.roofline import roofline
+    rep_, text = out.report, req.files[req.target.path]
+    sites = find_launch_sites(text, req.target.symbol)
+    if not sites or not rep_ or not rep_.kernel:
+        return {"skipped": "no launch to tune"}
+    if wall.passed:
+        return {"skipped": "the wall limit was reached"}
+    space, sampled, render = _space_for_triton(text, sites[0], rep_, max_configs)
+    if len(space) < 2:
+        return {"skipped": "fewer than two configs"}
+    try:
+        src = render(space)
+    except ValueError as e:
+        return {"skipped": f"cannot write it as an @triton.autotune: {e}"}
+    t0 = time.perf_counter()
+    r = BudgetRunner(runner, wall).evaluate(req.with_candidate(src, trials=3))
+    wall_s = time.perf_counter() - t0
+    worker = sum(v for k, v in r.phases.items() if k != "device_wait")
+    base = sum(v for k, v in out.baseline.phases.items() if k != "device_wait")
+    roof = roofline(r) if r.timing else None
+    return {"configs": len(space), "sampled": sampled, "status": r.status, "correct": r.correct,
+            "speedup": r.timing.speedup if r.timing else None, "tuned_ms": r.timing.cand_ms if r.timing else None,
+            "pct_peak": roof.pct if roof else None, "search_s": round(max(0.0, worker - base), 1),
+            "eval_s": round(wall_s, 1), "message": r.message[:300]}
+
+
+def _verdict(row: dict) -> str:
+    g, t = row.get("speedup"), (row.get("triton") or {}).get("speedup")
+    if row.get("verdict"):
+        return row["verdict"]
+    if g is None:
+        return f"untimed: {row['verified']} of {row['tried']} configs verified correct (timing needs a GPU)"
+    if t is None:
+        return "geak only (Triton's autotune: " + ((row.get("triton") or {}).get("skipped") or
+                                                   (row.get("triton") or {}).get("status", "-")) + ")"
+    if g > t * 1.01:
+        return "geak faster than Triton's autotune"
+    return "Triton's autotune faster" if t > g * 1.01 else "the same within 1%"
+
+
+def tune_task(task, opts, runner, args, wall) -> dict:
+    """One task: the tuner within its budget, then Triton's autotune over the same space."""
+    from agent.optimize import OptimizeSettings, optimize
+    from agent.tune.strategy import TuneSettings
+    row: dict = {"task": task.name}
+    if wall.passed:
+        return {**row, "verdict": "not started: the wall limit was reached"}
+    req = task.request(opts)
+    t0 = time.perf_counter()
+    try:
+        out = optimize(req, "tune", runner, OptimizeSettings(
+            arch=args.arch, root=task.root, deadline=wall,
+            tune=TuneSettings(max_configs=args.max_configs, trials=2, budget_s=args.task_budget)))
+    except ValueError as e:
+        return {**row, "verdict": f"not tunable: {e}"}
+    row["task_s"] = round(time.perf_counter() - t0, 1)
+    if out.baseline is None or out.original_fails:
+        return {**row, "verdict": out.message[:200]}
+    rep_, base = out.report, out.baseline
+    timed = base.timing is not None
+    row.update({
+        "original_ms": base.timing.cand_ms if timed else None,
+        "tuned_ms": out.result.timing.cand_ms if out.improved and out.result.timing else (
+            base.timing.cand_ms if timed else None),
+        "speedup": out.speedup if out.improved else (1.0 if timed else None), "improved": out.improved,
+        "pct_peak": [rep_.original_pct_peak, rep_.best_pct_peak if out.improved else rep_.original_pct_peak],
+        "peak_basis": rep_.peak_basis, "search_s": round((rep_.search_s or 0) + (rep_.confirm_s or 0), 1),
+        "tried": rep_.tried, "verified": sum(t.correct for t in rep_.trials), "space": rep_.space_size,
+        "stopped": rep_.stopped, "stopped_after": rep_.stopped_after, "message": rep_.message[:300],
+        "best": rep_.best, "device": str(base.device) if base.device else None})
+    if not rep_.kernel or not rep_.space_size:
+        row["verdict"] = f"not tunable: {rep_.message[:160]}"
+    elif not args.skip_triton:
+        row["triton"] = triton_over_the_same_space(req, out, runner, wall, args.max_configs)
+    row["verdict"] = _verdict(row)
+    return row
+
+
+def _cell(v, spec=".4f", suffix=""):
+    return "-" if v is None else format(v, spec) + suffix
+
+
+def _pct(v) -> str:
+    return "unknown" if v is None else f"{v:.0f}%"
+
+
+def tasks_table(rows: list[dict], timed: bool) -> str:
+    out = ["| task | original ms | tuned ms | speedup | % of peak (orig → tuned) | search s | configs run / space "
+           "| Triton autotune: speedup, search s (configs) | verdict |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        t = r.get("triton") or {}
+        peak = r.get("pct_peak") or [None, None]
+        stop = f", stopped: {r['stopped']}" if r.get("stopped") else ""
+        n = f"{t.get('configs', '-')}{' sampled' if t.get('sampled') else ''}"
+        tri = (t.get("skipped", "-") if "status" not in t else
+               f"{t['status']}{', correct' if t.get('correct') else ''}, untimed ({n})" if t.get("speedup") is None
+               else f"{t['speedup']:.3f}x, {t.get('search_s', '-')} s ({n})")
+        out.append(f"| {r['task']} | {_cell(r.get('original_ms'))} | {_cell(r.get('tuned_ms'))} | "
+                   f"{_cell(r.get('speedup'), '.3f', 'x')} | "
+                   + (f"{_pct(peak[0])} → {_pct(peak[1])}" if timed else "-") + " | "
+                   f"{r.get('search_s', '-')} | {r.get('tried', '-')} / {r.get('space', '-')}{stop} | "
+                   f"{tri.replace('|', '/')} | {r['verdict'].replace('|', '/')[:120]} |")
+    sp = [r["speedup"] for r in rows if r.get("speedup")]
+    if sp:
+        out.append(f"\ngeomean speedup (geak, constants edit): "
+                   f"{math.exp(sum(math.log(x) for x in sp) / len(sp)):.3f}x over {len(sp)} timed tasks")
+    if not timed:
+        out.append("\nNothing was timed (the CPU interpreter checks correctness only): original ms, tuned ms, "
+                   "speedups and % of peak need a GPU.")
+    return "\n".join(out)
+
+
+def tasks_main(args) -> int:
+    """Every task of ``--tasks-dir`` through the tuner and Triton's autotune, ``--jobs`` at a time."""
+    import concurrent.futures
+
+    from agent.bench.tasks import load_suite
+    from agent.deadline import Deadline
+    from runner.config import project_options
+    from runner.source import find_project_root
+    wall = Deadline.after(args.wall, "time budget")
+    tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
+    runnable = [t for t in tasks if not t.error]
+    opts = project_options(find_project_root(runnable[0].path))
+    opts.device, opts.trials = args.device, 3
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runner = LocalRunner(workers=args.workers, device=args.device)
+    rows: list[dict] = [{"task": t.name, "verdict": f"not loaded: {t.error}"} for t in tasks if t.error]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
+            futures = {ex.submit(tune_task, t, opts, runner, args, wall): t for t in runnable}
+            for f in concurrent.futures.as_completed(futures):
+                try:
+                    row = f.result()
+                except Exception as e:  # keep the other tasks' numbers
+                    row = {"task": futures[f].name, "verdict": f"harness error: {type(e).__name__}: {e}"[:300]}
+                rows.append(row)
+                print(f"{row['task']}: {row['verdict']}", file=sys.stderr, flush=True)
+                (out / "tbg_tune_bench.json").write_text(json.dumps(rows, indent=2, default=str))
+        device = str(runner.device_info())
+    finally:
+        runner.close()
+    rows.sort(key=lambda r: r["task"])
+    timed = any(r.get("original_ms") is not None for r in rows)
+    md = (f"{len(runnable)} task(s) from {args.tasks_dir} ({args.tasks or 'all'}) on {device}; --task-budget "
+          f"{args.task_budget} s, --wall {args.wall} s, --jobs {args.jobs}, --workers {args.workers}, "
+          f"--max-configs {args.max_configs}\n\n" + tasks_table(rows, timed))
+    (out / "tbg_tune_bench.json").write_text(json.dumps({"device": device, "rows": rows}, indent=2, default=str))
+    (out / "tbg_tune_bench.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--tasks-dir", metavar="DIR", help="a folder of task files (TritonBench-G, ...) instead of "
+                                                         "the example kernels")
+    ap.add_argument("--tasks", metavar="PATTERN", help="with --tasks-dir: task names (glob, comma-separated)")
+    ap.add_argument("--format", default="auto", help="with --tasks-dir: the task files' format (default auto)")
+    ap.add_argument("--task-budget", type=float, default=60.0, help="with --tasks-dir: seconds per task (60)")
+    ap.add_argument("--wall", type=float, default=420.0,
+                    help="with --tasks-dir: the whole run's seconds; tasks still running stop there (420)")
+    ap.add_argument("--jobs", type=int, default=2, help="with --tasks-dir: tasks at once (2)")
+    ap.add_argument("--device", default="auto", choices=["auto", "cuda", "interpreter"])
+    ap.add_argument("--arch", default=None, help="with --tasks-dir: target arch (default: the runner's GPU)")
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--max-configs", type=int, default=48)
@@ -235,6 +448,8 @@ def main() -> int:
     ap.add_argument("--triton-same", action="store_true",
                     help="also run @triton.autotune over exactly the configs geak's search ran")
     args = ap.parse_args()
+    if args.tasks_dir:
+        return tasks_main(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []

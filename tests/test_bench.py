@@ -197,13 +197,15 @@ def test_fast_p_counts_correct_untimed_tasks_only_at_p_zero():
     assert geomean([]) is None and geomean([4.0, 1.0]) == pytest.approx(2.0)
 
 
-def test_pct_peak_uses_the_largest_timed_case_and_prefers_compute():
-    cases = [{"timing": {"bytes_moved": 10, "cand_bw_pct_peak": 90.0, "cand_flops_pct_peak": None}},
-             {"timing": {"bytes_moved": 1000, "cand_bw_pct_peak": 40.0, "cand_flops_pct_peak": 70.0}},
+def test_pct_peak_is_the_time_weighted_share_of_each_cases_binding_roof():
+    cases = [{"timing": {"cand_ms": 1.0, "bytes_moved": 10, "cand_bw_pct_peak": 90.0, "cand_flops_pct_peak": None}},
+             {"timing": {"cand_ms": 3.0, "bytes_moved": 1000, "cand_bw_pct_peak": 40.0, "cand_flops_pct_peak": 70.0}},
              {"timing": None}]
-    assert metrics.pct_peak(cases) == 70.0
+    # (1 ms at 90% of bandwidth + 3 ms at 70% of FLOP/s, the roof that binds it) / 4 ms
+    assert metrics.pct_peak(cases) == pytest.approx(75.0)
     s = metrics.sample_from_result({"status": "ok", "correct": True, "timing": {"speedup": 1.5}, "cases": cases})
-    assert (s.speedup, s.pct_peak, s.ok) == (1.5, 70.0, True)
+    assert (s.speedup, s.pct_peak, s.ok) == (1.5, pytest.approx(75.0), True)
+    assert metrics.pct_peak([{"timing": {"cand_ms": 1.0, "bytes_moved": 10}}]) is None  # unknown GPU: no guess
 
 
 # --------------------------------------------------------------------------- cache and report
@@ -249,12 +251,17 @@ def test_tune_summary_takes_the_confirmations_times_only_when_an_edit_was_offere
     from agent.bench.suite import tune_summary
     conf = {"timing": {"ref_ms": 2.0, "cand_ms": 0.5}}
     original = {"timing": {"ref_ms": 2.1, "cand_ms": 2.05}}
-    offered = {"source": "...", "confirmation": conf, "trials": [{}] * 5, "screened": [{}] * 2, "space_size": 40}
-    assert tune_summary(offered, original, 12.34) == {"first_ms": 2.0, "final_ms": 0.5, "configs_run": 5,
-                                                       "configs_pruned": 2, "space": 40, "search_s": 12.3}
+    offered = {"source": "...", "confirmation": conf, "trials": [{}] * 5, "screened": [{}] * 2, "space_size": 40,
+               "search_s": 10.0, "confirm_s": 2.34, "original_pct_peak": 20.0, "best_pct_peak": 80.0,
+               "peak_basis": "bandwidth", "stopped": "task budget", "stopped_after": 5, "budget_s": 13.0}
+    assert tune_summary(offered, original) == {
+        "first_ms": 2.0, "final_ms": 0.5, "configs_run": 5, "configs_pruned": 2, "space": 40, "search_s": 12.3,
+        "pct_peak_first": 20.0, "pct_peak_final": 80.0, "peak_basis": "bandwidth", "stopped": "task budget",
+        "stopped_after": 5, "budget_s": 13.0}
     # Refused on confirmation: the user keeps the first version, whatever the confirmation measured.
     kept = {**offered, "source": None}
     assert tune_summary(kept, original)["final_ms"] == tune_summary(kept, original)["first_ms"] == 2.05
+    assert tune_summary(kept, original)["pct_peak_final"] == 20.0  # the original's share: what is kept
 
 
 def test_an_evaluation_that_ran_out_of_gpu_memory_is_recognised():

@@ -61,7 +61,7 @@ def test_tune_strategy_verifies_configs_and_keeps_the_original_without_timing(ru
     from agent.bench.report import markdown
     from agent.bench.suite import document
     md = markdown(document([r], Settings(strategy="tune"), None, "geak", []))
-    assert "## The tuner per task" in md and f"| `scale_shift` | - | - | - | {r.search['configs_run']} + " in md
+    assert "## The tuner per task" in md and f"| `scale_shift` | - | - | - | - → - | {r.search['configs_run']} + " in md
 
 
 def test_cli_pass_at_k_json_report_and_exit_codes(tmp_path):

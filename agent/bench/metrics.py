@@ -13,7 +13,7 @@ Over the suite: call accuracy and execution accuracy (share of tasks whose chose
 best correct one — ran / was correct), mean and geometric-mean speedup over the correct timed
 tasks, ``fast_p`` (share of *all* tasks that are correct and faster than ``p`` times the
 reference), ``pass@k`` with the unbiased estimator over n samples per task, and % of peak.
-Standard library only (and the runner's schema, for its vocabulary).
+Standard library only (and the runner's schema, for its vocabulary; ``agent.roofline``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from runner.schema import DID_NOT_RUN
+
+from ..roofline import roofline
 
 
 @dataclass
@@ -34,8 +36,8 @@ class Sample:
     speedup: Optional[float] = None
     """Σ ref / Σ cand over timed cases; None when not timed."""
     pct_peak: Optional[float] = None
-    """The candidate's % of peak (compute if the task gives get_flops, else bandwidth) on its
-    largest timed case."""
+    """The candidate's % of its roofline (``agent.roofline``: per case the binding roof, compute
+    from get_flops or bandwidth, weighted by time over the timed cases); None: unknown."""
 
     @property
     def called(self) -> bool:
@@ -146,19 +148,7 @@ def sample_from_result(result) -> Sample:
 
 
 def pct_peak(cases) -> Optional[float]:
-    """% of peak on the largest timed case: compute when the task gives get_flops, else bandwidth."""
-    best = None
-    for c in cases:
-        t = c.get("timing") if isinstance(c, dict) else c.timing
-        if not t:
-            continue
-        g = (lambda k: t.get(k)) if isinstance(t, dict) else (lambda k: getattr(t, k))
-        size = g("bytes_moved") or 0
-        val = g("cand_flops_pct_peak")
-        if val is None:
-            val = g("cand_bw_pct_peak")
-        if val is None:
-            continue
-        if best is None or size >= best[0]:
-            best = (size, val)
-    return best[1] if best else None
+    """% of the roofline over the timed cases (``agent.roofline``: each case's binding roof,
+    FLOP/s from get_flops or bandwidth, weighted by its time); None when unknown."""
+    r = roofline({"cases": list(cases)})
+    return r.pct if r is not None else None

@@ -23,12 +23,13 @@ def _result(t: dict) -> str:
         return "harness error"
     samples = t["samples"]
     if not samples:
-        return "no sample"
+        return "stopped by the time budget (not scored)" if t.get("stopped") else "no sample"
     good = [s for s in samples if s["correct"] and s["status"] == "ok"]
+    stop = " (stopped by the time budget)" if t.get("stopped") else ""
     if len(samples) > 1:
-        return f"{len(good)}/{len(samples)} correct"
+        return f"{len(good)}/{len(samples)} correct{stop}"
     s = samples[0]
-    return "correct" if good else s["status"]
+    return ("correct" if good else s["status"]) + stop
 
 
 def _best_speedup(t: dict) -> Optional[float]:
@@ -94,11 +95,18 @@ def _tasks(tasks: list[dict]) -> list[str]:
     for t in tasks:
         sp = _best_speedup(t)
         row = [f"`{t['name']}`", t["format"], _result(t), f"{t['cases_run']} / {t['cases_skipped']}",
-               _f(sp, ".3f", "x"), _f(_best_peak(t), ".1f", "%")]
+               _f(sp, ".3f", "x"), _peak(_best_peak(t), t)]
         for k in kinds:
             row += _baseline_cells(t.get("baselines", {}).get(k), sp)
         lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def _peak(pct: Optional[float], t: dict) -> str:
+    """A share of the roofline; "unknown" where a timed task has none (no bytes or FLOPs known)."""
+    if pct is not None:
+        return f"{pct:.1f}%"
+    return "unknown" if t.get("timed") else "-"
 
 
 def _baseline_cells(b: Optional[dict], sp: Optional[float]) -> list[str]:
@@ -119,13 +127,17 @@ def _tuner(tasks: list[dict]) -> list[str]:
     if not searched:
         return []
     lines = ["", "## The tuner per task", "",
-             "| task | first version Σ ms | final Σ ms | speedup | configs run + pruned unrun / space | search s |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| task | first version Σ ms | final Σ ms | speedup | % of peak (first → final) "
+             "| configs run + pruned unrun / space | search s | stopped |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in searched:
         x = t["search"]
+        stop = (f"{x['stopped']} after {x.get('stopped_after')}" if x.get("stopped") else "-")
         lines.append(f"| `{t['name']}` | {_f(x.get('first_ms'), '.4f')} | {_f(x.get('final_ms'), '.4f')} | "
-                     f"{_f(_best_speedup(t), '.3f', 'x')} | {x.get('configs_run', '-')} + "
-                     f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} |")
+                     f"{_f(_best_speedup(t), '.3f', 'x')} | {_peak(x.get('pct_peak_first'), t)} → "
+                     f"{_peak(x.get('pct_peak_final'), t)} | {x.get('configs_run', '-')} + "
+                     f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} | "
+                     f"{stop} |")
     return lines
 
 

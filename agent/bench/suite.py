@@ -44,6 +44,8 @@ class Settings:
     trials: int = 3
     arch: Optional[str] = None
     max_configs: int = 48
+    task_budget: Optional[float] = None
+    """tune: seconds per task (``--task-budget``); None: no limit."""
     tune_trials: int = 2
     emit: str = "constants"
     samples: int = 1
@@ -86,7 +88,11 @@ class TaskRecord:
     """A harness-side failure (the runner unreachable): the task is reported, not scored."""
     search: dict = field(default_factory=dict)
     """``tune``: what the tuner did (``tune_summary``): first-version and final Σ ms, configs
-    run and pruned unrun, the space, the search's wall time."""
+    run and pruned unrun, the space, the search's wall time, % of peak, why it stopped early."""
+    stopped: Optional[str] = None
+    """"time budget": ``--time-budget`` ran out while the task ran; it keeps what it had verified
+    (nothing, when it stopped before the original was checked: then it is not scored), and
+    ``--resume`` runs it again (a GEAK-loop task goes on from its run directory)."""
 
     def best(self) -> Optional[SampleRecord]:
         return metrics.best_sample(self.samples)
@@ -124,7 +130,7 @@ class State:
 
     def done(self, task: Task) -> Optional[TaskRecord]:
         r = self.records.get(task.name)
-        return r if r is not None and r.digest == task.digest and r.error is None else None
+        return r if r is not None and r.digest == task.digest and r.error is None and r.stopped is None else None
 
     def save(self, rec: TaskRecord, results: dict) -> None:
         with self.lock:
@@ -181,6 +187,17 @@ def _out_of_memory(results: dict) -> bool:
                if isinstance(x, dict))
 
 
+def _line(rec: TaskRecord) -> str:
+    """A finished task in the progress line."""
+    b = rec.best()
+    if rec.error:
+        return rec.error
+    if b is None:
+        return "stopped by the time budget, nothing verified" if rec.stopped else "no sample"
+    return (("stopped by the time budget, kept: " if rec.stopped else "") + f"{b.status}"
+            + (" correct" if b.correct else "") + (f" {b.speedup:.2f}x" if b.speedup is not None else ""))
+
+
 def _case_counts(r: EvalResult) -> tuple[int, int]:
     return sum(1 for c in r.cases if not c.skipped and c.trials), sum(1 for c in r.cases if c.skipped)
 
@@ -207,6 +224,17 @@ class Bench:
         self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
         self.not_started: list[str] = []
         """Tasks left for a later --resume because the time budget was spent."""
+        self.prior = dict(self.state.records)
+        """What the state file had (a task the time budget stopped goes on from its record)."""
+
+    def stopped(self) -> list[str]:
+        """Tasks the time budget stopped while they ran."""
+        return [n for n, r in self.state.records.items() if r.stopped and n not in self.not_started
+                and any(t.name == n for t in self.tasks)]
+
+    def _deadline(self):
+        from agent.deadline import Deadline
+        return Deadline(self.deadline, "time budget") if self.deadline is not None else None
 
     def device(self):
         with self._dlock:
@@ -246,10 +274,7 @@ class Bench:
                 progress.advance(f"{task.name}: out of GPU memory beside other tasks; again alone at the end")
                 return None
             self.state.save(rec, results)
-            b = rec.best()
-            what = rec.error or (f"{b.status}{' correct' if b.correct else ''}"
-                                 + (f" {b.speedup:.2f}x" if b.speedup is not None else "") if b else "no sample")
-            progress.advance(f"{task.name}: {what}")
+            progress.advance(f"{task.name}: {_line(rec)}")
             return rec
 
         if todo:
@@ -260,9 +285,11 @@ class Bench:
         for task in crowded:
             progress.total += 1
             one(task, alone=True)
-        if self.not_started:
-            print(f"time budget spent: {len(self.not_started)} task(s) not started; run the same "
-                  "command again with --resume to go on", file=self.stream)
+        stopped = self.stopped()
+        if self.not_started or stopped:
+            print(f"time budget spent: {len(self.not_started)} task(s) not started"
+                  + (f", {len(stopped)} stopped while running" if stopped else "")
+                  + "; run the same command again with --resume to go on", file=self.stream)
         return [self.state.records[t.name] for t in self.tasks
                 if t.name in self.state.records and t.name not in self.not_started], reused
 
@@ -292,7 +319,7 @@ class Bench:
             rec.timed = first.timing is not None
             if first.error and first.error.kind == "runner_unavailable":
                 rec.error = first.message
-        for kind in s.baselines:
+        for kind in s.baselines if not rec.stopped else ():  # a task the time budget stopped measures no more
             b = self._baseline(task, kind, results)
             if b is not None:
                 rec.baselines[kind] = b
@@ -300,27 +327,33 @@ class Bench:
 
     def _optimize(self, task: Task, strategy: str, **settings):
         from agent.optimize import OptimizeSettings, optimize
-        s = OptimizeSettings(arch=self.settings.arch, root=find_project_root(task.path), **settings)
+        s = OptimizeSettings(arch=self.settings.arch, root=find_project_root(task.path), deadline=self._deadline(),
+                             **settings)
         return optimize(task.request(self.options), strategy, self.runner, s)
 
     def _tune(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
         from agent.tune.strategy import TuneSettings
-        t0 = time.monotonic()
         try:
             out = self._optimize(task, "tune", tune=TuneSettings(
-                max_configs=self.settings.max_configs, trials=self.settings.tune_trials, emit=self.settings.emit))
+                max_configs=self.settings.max_configs, trials=self.settings.tune_trials, emit=self.settings.emit,
+                budget_s=self.settings.task_budget))
         except ValueError as e:
             rec.notes.append(f"not tunable: {e}")
             rec.samples.append(SampleRecord("ok", True, None, None, "the original is kept: " + str(e), "original"))
             return None
+        rec.stopped = "time budget" if out.stopped == "time budget" else None
         base = out.baseline
+        if base is None:  # the time ran out before the original was checked: nothing to score
+            rec.stopped = out.stopped
+            rec.notes.append(out.message)
+            return None
         results["original"] = to_dict(base)
         if out.original_fails:
             rec.samples.append(_sample(base, "original (fails its own check)"))
             return base
         report = out.report
         results["tune"] = to_dict(report)
-        rec.search = tune_summary(results["tune"], results["original"], time.monotonic() - t0)
+        rec.search = tune_summary(results["tune"], results["original"])
         if out.improved:
             rec.samples.append(_sample(out.result, "tuned"))
             rec.notes.append("tuned config: " + ", ".join(f"{k}={v}" for k, v in sorted((report.best or {}).items())))
@@ -337,14 +370,23 @@ class Bench:
         from agent.llm.session import LLMSettings
         given = {k: v for k, v in self.settings.llm.items() if v is not None}
         first = None
+        prior = self.prior.get(task.name)
         for i in range(self.settings.samples):
             run_dir = self.state.out / "llm" / f"{task.name.replace('/', '__')}-s{i}"
+            # A run the time budget stopped goes on from its run directory.
+            resume = (Path(prior.samples[i].source) if prior is not None and prior.stopped and i < len(prior.samples)
+                      and prior.samples[i].source and (Path(prior.samples[i].source) / "run.json").is_file() else None)
             try:
-                out = self._optimize(task, "llm", llm=LLMSettings(**given), run_dir=run_dir)
+                out = self._optimize(task, "llm", llm=LLMSettings(**given), run_dir=run_dir, resume=resume)
             except ProviderError as e:
                 rec.samples.append(SampleRecord("crashed", False, None, None, f"the GEAK loop did not start: "
                                                 f"{e.message}", "llm"))
                 continue
+            if out.stopped == "time budget":
+                rec.stopped = "time budget"
+            if out.baseline is None:  # stopped before the original was checked
+                rec.notes.append(out.message)
+                break
             first = first or out.baseline
             if out.original_fails:
                 rec.samples.append(_sample(out.baseline, "original (fails its own check)"))
@@ -390,16 +432,23 @@ def _llm_sample(out) -> SampleRecord:
                         message=out.message, source=out.report.run_dir)
 
 
-def tune_summary(report: dict, original: dict, search_s: Optional[float] = None) -> dict:
+def tune_summary(report: dict, original: dict) -> dict:
     """A tuner report (as JSON) in one line of the bench table: the first version's and the
-    final kernel's Σ ms over the timed cases (the confirmation's when an edit was offered),
-    configs run and pruned unrun, the space searched, the search's wall time."""
+    final kernel's Σ ms over the timed cases (the confirmation's when an edit was offered) and
+    share of the roofline (``agent.roofline``; None: unknown), configs run and pruned unrun, the
+    space searched, the tuner's wall time (search and confirmation), and why it stopped early
+    (task budget, time budget, roofline) after how many configs."""
     conf, base = report.get("confirmation"), original.get("timing")
     offered = report.get("source") is not None and conf and conf.get("timing")
     first = conf["timing"]["ref_ms"] if offered else (base or {}).get("cand_ms")
+    pct0 = report.get("original_pct_peak")
+    spent = [v for v in (report.get("search_s"), report.get("confirm_s")) if v is not None]
     return {"first_ms": first, "final_ms": conf["timing"]["cand_ms"] if offered else first,
             "configs_run": len(report.get("trials") or []), "configs_pruned": len(report.get("screened") or []),
-            "space": report.get("space_size"), "search_s": round(search_s, 1) if search_s is not None else None}
+            "space": report.get("space_size"), "search_s": round(sum(spent), 1) if spent else None,
+            "pct_peak_first": pct0, "pct_peak_final": report.get("best_pct_peak") if offered else pct0,
+            "peak_basis": report.get("peak_basis"), "stopped": report.get("stopped"),
+            "stopped_after": report.get("stopped_after"), "budget_s": report.get("budget_s")}
 
 
 # --------------------------------------------------------------------------- the document
@@ -407,12 +456,13 @@ def tune_summary(report: dict, original: dict, search_s: Optional[float] = None)
 
 def document(records: list[TaskRecord], settings: Settings, device, suite: str, notes: list[str],
              ks: tuple[int, ...] = (1,), command: str = "") -> dict:
-    per_task = [r.samples for r in records if r.error is None]
+    per_task = [r.samples for r in records if r.error is None and not (r.stopped and not r.samples)]
     ks = tuple(sorted({1, *ks}))
     summary = metrics.summarize(per_task, ks=ks)
     return {
         "schema": BENCH_SCHEMA, "suite": suite, "command": command, "strategy": settings.strategy,
         "settings": asdict(settings), "device": to_dict(device) if device is not None else None,
         "summary": asdict(summary), "harness_errors": [r.name for r in records if r.error],
+        "stopped": [r.name for r in records if r.stopped],
         "tasks": [asdict(r) for r in records], "notes": notes,
     }

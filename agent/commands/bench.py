@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -50,6 +51,9 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--arch", default=None, metavar="ARCH", help="tune: target arch (default: the runner's GPU)")
     b.add_argument("--max-configs", type=int, default=48, help="tune: configs per task at most (default 48)")
     b.add_argument("--emit", choices=["constants", "autotune"], default="constants", help="tune: the edit's form")
+    b.add_argument("--task-budget", dest="task_budget", type=float, metavar="S", default=None,
+                   help="tune: seconds per task; the search stops before a batch that would start after "
+                        "them and keeps its best verified config")
     b.add_argument("--samples", type=int, default=1, help="llm: independent runs per task (for pass@k)")
     b.add_argument("--k", default="1", metavar="K,K", help="pass@k for these k (default 1)")
     b.add_argument("--baselines", default="", metavar="eager,compile",
@@ -60,7 +64,9 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--out", metavar="DIR", default=None,
                    help="run directory: state.json and per-task results (default .geak/bench/<dir>-<strategy>)")
     b.add_argument("--time-budget", type=float, metavar="S", default=None,
-                   help="start no new task after S seconds (the rest waits for --resume); exit 1")
+                   help="after S seconds start no new task, and stop the tasks still running (tune and llm) "
+                        "at their next batch, each keeping its best verified result; --resume runs the "
+                        "rest; exit 1")
     b.add_argument("--resume", action="store_true",
                    help="keep the tasks already done in --out (same settings, unchanged task files)")
     b.add_argument("--json", metavar="FILE", default=None, help="write the results as JSON to FILE ('-': stdout)")
@@ -81,6 +87,12 @@ def _settings(args) -> Settings:
         raise ConfigError("--trials must be at least 1")
     if args.samples < 1 or args.max_configs < 1 or args.workers < 1 or (args.jobs is not None and args.jobs < 1):
         raise ConfigError("--samples, --max-configs, --workers and --jobs must be at least 1")
+    for name, v in (("--task-budget", args.task_budget), ("--time-budget", args.time_budget)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{name} must be a positive number of seconds")
+    if args.task_budget is not None and args.strategy != "tune":
+        raise ConfigError("--task-budget is for --strategy tune (the GEAK loop has --budget-tokens and "
+                          "--iterations; --time-budget limits the whole run)")
     kinds = [k.strip() for k in args.baselines.split(",") if k.strip()]
     bad = [k for k in kinds if k not in KINDS]
     if bad:
@@ -104,7 +116,8 @@ def _settings(args) -> Settings:
         from ..llm.session import LLMSettings
         llm = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(LLMSettings)}
     return Settings(strategy=args.strategy, format=args.format, trials=args.trials or 3, arch=args.arch,
-                    max_configs=args.max_configs, emit=args.emit, samples=args.samples, baselines=kinds,
+                    max_configs=args.max_configs, task_budget=args.task_budget, emit=args.emit,
+                    samples=args.samples, baselines=kinds,
                     candidates=str(Path(args.candidates).resolve()) if args.candidates else None, llm=llm)
 
 
@@ -142,7 +155,7 @@ def run(args) -> int:
     done = {r.name: r for r in records}
     done.update({t.name: TaskRecord(t.name, t.format, t.symbol, t.rel, t.digest, error=t.error) for t in broken})
     records = [done[t.name] for t in tasks if t.name in done]
-    doc = _document(records, settings, device, suite, notes, ks, bench.not_started)
+    doc = _document(records, settings, device, suite, notes, ks, bench.not_started, bench.stopped())
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     err(summary_text(doc))
@@ -196,12 +209,17 @@ def _run(args, runner, tasks, settings: Settings, opts, out: Path):
     return bench, records, device
 
 
-def _document(records, settings: Settings, device, suite: Path, notes: list[str], ks, not_started: list[str]) -> dict:
+def _document(records, settings: Settings, device, suite: Path, notes: list[str], ks, not_started: list[str],
+              stopped: list[str] = ()) -> dict:
     command = "geak bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""
     if not_started:
         notes = notes + [f"incomplete: the time budget was spent before {len(not_started)} task(s) "
                          f"started ({', '.join(not_started[:8])}{' ...' if len(not_started) > 8 else ''}); "
                          "run again with --resume"]
+    if stopped:
+        notes = notes + [f"stopped by the time budget while running: {len(stopped)} task(s) "
+                         f"({', '.join(stopped[:8])}{' ...' if len(stopped) > 8 else ''}), each scored by what it had "
+                         "verified by then (one with nothing verified is not scored); --resume runs them again"]
     doc = document(records, settings, device, str(suite), notes, ks, command)
     doc["incomplete"] = list(not_started)
     return doc
@@ -235,7 +253,7 @@ def _exit_code(records, bench: Bench) -> int:
     if unavailable and len(unavailable) == len(records):
         err(f"geak: {unavailable[0].error}")
         return EXIT_BAD_INPUT
-    if bench.not_started:
+    if bench.not_started or bench.stopped():
         return EXIT_UNVERIFIED
     all_ok = all(r.error is None and (b := r.best()) is not None and b.correct and b.status == "ok" for r in records)
     return EXIT_OK if all_ok else EXIT_UNVERIFIED
@@ -250,14 +268,20 @@ def summary_text(doc: dict) -> str:
     def x(v):
         return "-" if v is None else f"{v:.3f}x"
 
-    lines = [f"{'task':<24} {'result':<16} {'cases':>9}  {'speedup':>9}"]
+    lines = [f"{'task':<24} {'result':<16} {'cases':>9}  {'speedup':>9}  {'% of peak':>9}"]
     for t in doc["tasks"]:
         good = [sm for sm in t["samples"] if sm["correct"] and sm["status"] == "ok"]
         res = t["error"] and "harness error" or (
             f"{len(good)}/{len(t['samples'])} correct" if len(t["samples"]) > 1 else
-            ("correct" if good else (t["samples"][0]["status"] if t["samples"] else "no sample")))
+            ("correct" if good else (t["samples"][0]["status"] if t["samples"] else
+                                     "stopped" if t.get("stopped") else "no sample")))
+        if t.get("stopped") and t["samples"]:
+            res += " (stopped)"
         sp = max((sm["speedup"] for sm in good if sm["speedup"] is not None), default=None)
-        lines.append(f"{t['name'][:24]:<24} {res:<16} {t['cases_run']:>4}/{t['cases_skipped']:<4}  {x(sp):>9}")
+        best = max(good, key=lambda sm: sm["speedup"] or 0.0, default=None)
+        peak = "unknown" if best is None or best.get("pct_peak") is None else f"{best['pct_peak']:.0f}%"
+        lines.append(f"{t['name'][:24]:<24} {res:<16} {t['cases_run']:>4}/{t['cases_skipped']:<4}  {x(sp):>9}  "
+                     f"{peak:>9}")
     for t in doc["tasks"]:
         if t["error"]:
             lines.append(f"  {t['name']}: harness error: {t['error']}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -47,6 +48,9 @@ def add_arguments(o: argparse.ArgumentParser) -> None:
     o.add_argument("--emit", choices=["constants", "autotune"], default="constants",
                    help="how the tuned file says it: the best config written into the launch "
                         "(default), or an @triton.autotune holding the best config per input shape")
+    o.add_argument("--task-budget", dest="task_budget", type=float, metavar="S",
+                   help="tune: stop the search after S seconds (counted from the original's check), keeping "
+                        "the best verified config; the confirmation runs in the last tenth of S")
     o.add_argument("--key", metavar="ARG,ARG",
                    help="with --emit autotune: the kernel arguments the choice is keyed on "
                         "(default: its integer size arguments, strides left out)")
@@ -138,6 +142,8 @@ def _tune_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
     from ..tune.knobs import find_launch_sites
     if args.max_configs < 1 or args.trials < 1:
         raise ConfigError("--max-configs and --trials must be at least 1")
+    if args.task_budget is not None and not (math.isfinite(args.task_budget) and args.task_budget > 0):
+        raise ConfigError("--task-budget must be a positive number of seconds")
     if args.untimed and not args.out:
         raise ConfigError("--untimed goes with --out FILE (it says what to write there); --preview shows it")
     path, _ = parse_spec(args.target)
@@ -154,14 +160,14 @@ def _tune_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
                  "for a kernel launched from another file, name that file's wrapper"))
     key = [k.strip() for k in args.key.split(",") if k.strip()] if args.key else None
     tune = TuneSettings(max_configs=args.max_configs, trials=args.trials, emit=args.emit, key=key,
-                        untimed_edit=bool(args.preview or args.untimed))
+                        untimed_edit=bool(args.preview or args.untimed), budget_s=args.task_budget)
     return req, root, OptimizeSettings(arch=args.arch, root=root, tune=tune)
 
 
 def _llm_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
     from ..llm.rundir import RunDir
-    if args.preview or args.untimed:
-        raise UsageError("--preview and --untimed are for --strategy tune")
+    if args.preview or args.untimed or args.task_budget is not None:
+        raise UsageError("--preview, --untimed and --task-budget are for --strategy tune")
     run, recorded = None, {}
     if args.resume:
         run = RunDir(Path(args.resume))
@@ -277,6 +283,9 @@ def run(args, runner=None) -> int:
             runner.close()
     if outcome.original_fails:
         return _original_fails(outcome, req)
+    if outcome.baseline is None:  # the time budget ran out before the original was checked
+        err(f"geak: {outcome.message}")
+        return EXIT_UNVERIFIED
     return (_report_llm if args.strategy == "llm" else _report_tune)(args, req, outcome)
 
 

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 from runner.schema import EvalRequest
 
+from ..deadline import Deadline
 from .evaluator import NO_CODE, PROVIDER_ERROR, candidate_request, outcome, speedup
 from .extract import NoCode, extract
 from .generator import Task
@@ -43,13 +44,15 @@ class LoopConfig:
     target_speedup: Optional[float] = None
     max_failed_iterations: int = 2
     """Iterations in a row in which every model call failed before the run stops."""
+    deadline: Optional[Deadline] = None
+    """When the run's time is spent (``geak bench --time-budget``): no iteration starts after it."""
 
 
 @dataclass
 class LoopResult:
     steps: list[Step]
     stopped: str
-    """iterations | target | budget | provider | provider_errors"""
+    """iterations | target | budget | provider | provider_errors | time budget"""
     iterations_run: int
     fatal: Optional[str] = None
 
@@ -104,6 +107,8 @@ class _Loop:
             self.stopped = "target"
         elif self.usage.spent:
             self.stopped = "budget"
+        elif self.cfg.deadline is not None and self.cfg.deadline.passed:
+            self.stopped = self.cfg.deadline.why
         return self.stopped != "iterations"
 
     def generate(self, pool, todo: list[Lane], it: int) -> tuple[list[Step], bool]:

@@ -83,7 +83,8 @@ STOPS = {"target": "stopped at the target speedup {target_speedup}x",
          "budget": "stopped: token budget spent ({total} of {budget} tokens)",
          "provider": "stopped: the provider refused the request ({fatal})",
          "provider_errors": "stopped: every model call failed in the last iterations (see the run "
-                            "directory's step.json files)"}
+                            "directory's step.json files)",
+         "time budget": "stopped: the time budget was spent (go on with --resume)"}
 
 
 class Session:

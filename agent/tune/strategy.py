@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 from runner.schema import EvalRequest, EvalResult
 
+from ..deadline import Deadline
 from ..outcome import Outcome, Tried
 from ..progress import Progress, Tracker
 from .tuner import TuneReport, tune
@@ -25,6 +26,9 @@ class TuneSettings:
     """With ``emit="autotune"``: the kernel arguments the choice is keyed on."""
     untimed_edit: bool = False
     """Where nothing could be timed, also write the untimed ``@triton.autotune`` edit."""
+    budget_s: Optional[float] = None
+    """The task's time budget in seconds, counted from the original's check: the search stops
+    before a batch that would start after it, keeping its best verified config (``--task-budget``)."""
 
 
 def config_text(config: dict) -> str:
@@ -43,7 +47,7 @@ def tried_configs(report: TuneReport) -> list[Tried]:
 
 
 def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, s: TuneSettings,
-        say: Callable[[Progress], None]) -> Outcome:
+        say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     d = baseline.device
     gpu = bool(d and d.is_gpu and baseline.timing)
     runner.on_batch = lambda results: say(runner.progress(
@@ -52,9 +56,10 @@ def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, 
     say(runner.progress("search", f"tuning {request.target} for {arch} on {d.name if d else 'the runner'} ...",
                         device=d, arch=arch, total=s.max_configs))
     report = tune(runner, request, arch, max_configs=s.max_configs, trials_per_case=s.trials, timed=gpu,
-                  emit=s.emit, key=s.key)
+                  emit=s.emit, key=s.key, deadline=deadline, original=baseline)
     out = Outcome(strategy="tune", baseline=baseline, report=report, timed=report.timed or gpu,
-                  message=report.message, notes=list(report.notes), tried=tried_configs(report))
+                  message=report.message, notes=list(report.notes), tried=tried_configs(report),
+                  stopped=report.stopped)
     if report.improved and report.confirmation is not None:
         out.source, out.result, out.speedup = report.source, report.confirmation, report.best_speedup
     if s.untimed_edit and not report.improved and not report.timed and report.trials:

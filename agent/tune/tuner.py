@@ -25,11 +25,14 @@ import ast
 import itertools
 import random
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
+from ..deadline import BudgetRunner, Deadline
+from ..roofline import ROOFLINE_STOP_PCT, Roofline, roofline
 from .knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
                     render_autotune_launch, render_config)
 from .rewrites import kernel_rewrites
@@ -46,6 +49,10 @@ SEARCH_TIMING = {"warmup_ms": 10.0, "rep_ms": 25.0, "min_reps": 5}
 """Timing options for configs during the search: a quarter of the default budget. The
 interleaved ABBA order, L2 flush and medians stay; the chosen config is then measured again
 with the request's own (full) budget before anything is offered."""
+CONFIRM_RESERVE = 0.1
+"""With a deadline, the search stops this share of the time before it, kept for the
+confirmation; if the search's last batch ran into that time, the confirmation still gets this
+much past the deadline (the one allowance beyond a budget)."""
 
 
 @dataclass
@@ -63,6 +70,9 @@ class Trial:
     """Per input case (its label): reference time / this config's time, measured interleaved."""
     phases: dict[str, float] = field(default_factory=dict)
     """Where the evaluation's time went (``EvalResult.phases``)."""
+    pct_peak: Optional[float] = None
+    """Its share of the roofline (``agent.roofline``), where the bytes or FLOPs are known."""
+    peak_basis: Optional[str] = None
 
     @property
     def timed_ok(self) -> bool:
@@ -111,6 +121,24 @@ class TuneReport:
     """Configs compiled for the arch before running and pruned unrun (``pruned`` says why)."""
     seeds: int = 0
     """Known-good tile shapes for the arch that the search started from (tiled dot kernels)."""
+    stopped: Optional[str] = None
+    """Why the search ended before its plan: "task budget", "time budget" (geak bench
+    --time-budget) or "roofline" (the best verified config, or the original, within reach of
+    the roofline); None: it ran its plan."""
+    stopped_after: Optional[int] = None
+    """Configs run when it stopped."""
+    search_s: Optional[float] = None
+    """Wall seconds of the search: its compile screens and evaluations, not the confirmation."""
+    confirm_s: Optional[float] = None
+    """Wall seconds of the confirmation."""
+    budget_s: Optional[float] = None
+    """The time the tuner had (to its deadline) when it started; None: no deadline."""
+    original_pct_peak: Optional[float] = None
+    """The original's share of its roofline (``agent.roofline``); None: unknown."""
+    best_pct_peak: Optional[float] = None
+    """The chosen config's share (the confirmation's measurement where there is one)."""
+    peak_basis: Optional[str] = None
+    """What the shares are of: flops | bandwidth | bandwidth_lower_bound."""
 
     @property
     def improved(self) -> bool:
@@ -438,6 +466,9 @@ def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     if r.timing:
         t.speedup, t.cand_ms, t.spread_pct = r.timing.speedup, r.timing.cand_ms, r.timing.spread_pct
         t.case_speedups = {c.label: c.timing.speedup for c in r.cases if c.timing}
+        roof = roofline(r)
+        if roof is not None:
+            t.pct_peak, t.peak_basis = roof.pct, roof.basis
     bad = [k for k in r.resources if not k.fits]
     spills = [k for k in r.resources if k.spill_bytes]
     if bad:
@@ -447,6 +478,10 @@ def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     return t
 
 
+def _config_text(config: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
 def backend_of(arch: str) -> str:
     """``cuda`` or ``rocm``: whose launch defaults and limits apply to ``arch``."""
     return "rocm" if arch.startswith("gfx") else "cuda"
@@ -454,18 +489,24 @@ def backend_of(arch: str) -> str:
 
 def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: int = 0,
          trials_per_case: int = 2, timed: bool = False, emit: str = "constants",
-         key: Optional[list[str]] = None) -> TuneReport:
+         key: Optional[list[str]] = None, deadline: Optional[Deadline] = None,
+         original: Optional[EvalResult] = None) -> TuneReport:
     """Tune the launch of ``request.target`` (a built request for the target alone).
     ``timed``: the runner measures speed (a GPU), so large spaces are searched rather than
     sampled. ``emit``: ``constants`` writes the best config into the launch; ``autotune``
     writes an ``@triton.autotune`` with the per-shape winners, keyed on ``key`` (default: the
-    kernel's integer size arguments).
+    kernel's integer size arguments). ``deadline``: the search stops before a batch that would
+    start after it (less ``CONFIRM_RESERVE``), keeping its best verified config, and every
+    evaluation's phase limits are lowered to the time left. ``original``: the original's own
+    evaluation, for its share of the roofline (a search also stops once it is near the roofline).
 
     Find the launch and its knobs; build the space; prune what cannot fit the arch; search;
     judge the trials; write the edit; confirm it on a fresh evaluation."""
     if emit not in EMITS:
         raise ValueError(f"emit must be one of {EMITS}")
-    t = _Tuning(runner, request, arch, trials_per_case)
+    t = _Tuning(runner if deadline is None else BudgetRunner(runner, deadline), request, arch, trials_per_case)
+    t.deadline, t.original_roof = deadline, roofline(original)
+    t.report.budget_s = round(deadline.left(), 1) if deadline is not None else None
     if not (t.find_launch(key) and t.build_space() and t.prune_for_arch()):
         return t.report
     t.search(max_configs, seed, timed)
@@ -473,7 +514,18 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     if best is None and not t.autotune_gain(emit):
         return t.report
     edit = t.write_edit(emit, best, key)
-    return t.confirm(*edit) if edit is not None else t.report
+    if edit is None:
+        return t.report
+    if deadline is not None:  # the confirmation may use the reserve even past the deadline
+        spare = Deadline(max(deadline.at, time.monotonic() + CONFIRM_RESERVE * (t.report.budget_s or 0.0)), deadline.why)
+        t.runner = BudgetRunner(runner, spare)
+    t0 = time.monotonic()
+    report = t.confirm(*edit)
+    report.confirm_s = round(time.monotonic() - t0, 2)
+    conf = roofline(report.confirmation) if report.improved else None
+    if conf is not None:
+        report.best_pct_peak, report.peak_basis = conf.pct, conf.basis
+    return report
 
 
 class _Tuning:
@@ -629,6 +681,8 @@ class _Tuning:
         is explored, then refined by coordinate descent; otherwise it is sampled."""
         report = self.report
         self.search_timing = SEARCH_TIMING if timed else {}
+        self._plan_budget(timed)
+        t0 = time.monotonic()
         self.axes = search_axes(self.site, self.backend, self.uses_dot)
         self.start = {name: report.original.get(name, self.defaults.get(name, values[len(values) // 2]))
                       for name, values in self.axes.items()}
@@ -648,6 +702,8 @@ class _Tuning:
         if self.devices:
             report.device = str(self.devices[0])
         report.timed = any(t.speedup is not None for t in report.trials)
+        report.search_s = round(time.monotonic() - t0, 2)
+        self._say_stop()
 
     def _explore_then_descend(self, seeds: list[dict[str, int]], max_configs: int, seed: int) -> None:
         """Explore first (the seeds, then a seeded sample up to half the budget: the knobs of a
@@ -658,14 +714,14 @@ class _Tuning:
         n_sample = max(0, max_configs // 2 - len(seeds)) if len(space) > 2 * max_configs else 0
         rest = [c for c in space if c != start and c not in seeds]
         explore = seeds[:max_configs] + random.Random(seed).sample(rest, min(n_sample, len(rest)))
-        explored = self.evaluate(explore) if explore else []
+        explored = self._budgeted(explore) if explore else []
         best0 = choose(explored)
         if best0 is not None:
             start, speed0 = dict(best0.config), best0.speedup
         else:
             speed0 = 1.0
         # The descent returns the explored trials first, then its own.
-        report.trials = coordinate_descent(self.axes, start, self.evaluate, max_configs, feasible=self.feasible,
+        report.trials = coordinate_descent(self.axes, start, self._budgeted, max_configs, feasible=self.feasible,
                                            prior=tuple(explored), start_speed=speed0,
                                            skip=lambda c: _key(c) in {_key(t.config) for t in report.screened})
         report.notes.append(
@@ -685,7 +741,62 @@ class _Tuning:
                                 + (f" ({report.space_size - report.pruned_before} after pruning)"
                                    if report.pruned_before else "")
                                 + (f", {len(seeds)} of them known-good tile shapes for {self.backend}" if seeds else ""))
-        report.trials = self.evaluate(space)
+        report.trials = self._budgeted(space)
+
+    def _plan_budget(self, timed: bool) -> None:
+        """How the search stops early: before a batch that would start past the deadline (less
+        the confirmation's reserve), or once near the roofline. Either needs batches no larger
+        than the runner runs at once (twice that when timed, so compiles overlap timing)."""
+        self.search_deadline = None
+        self.ran: list[Trial] = []
+        self.report.original_pct_peak = self.original_roof.pct if self.original_roof else None
+        self.report.peak_basis = self.original_roof.basis if self.original_roof else None
+        if self.deadline is not None:
+            self.search_deadline = self.deadline.sooner(CONFIRM_RESERVE * (self.report.budget_s or 0.0))
+        n = _parallelism(self.runner)
+        self.batch = None if self.deadline is None and not timed else (2 * n if timed else n)
+
+    def _budgeted(self, configs: list[dict[str, int]]) -> list[Trial]:
+        """``evaluate`` in batches, stopping before one when the time is spent or the best
+        verified config so far (or the original) is near the roofline. Returns the trials run."""
+        out: list[Trial] = []
+        size = self.batch or max(1, len(configs))
+        for i in range(0, len(configs), size):
+            if self._stop_now():
+                break
+            trials = self.evaluate(configs[i:i + size])
+            out += trials
+            self.ran += trials
+        return out
+
+    def _stop_now(self) -> bool:
+        report = self.report
+        if report.stopped is None:
+            if self.search_deadline is not None and self.search_deadline.passed:
+                report.stopped = self.deadline.why
+            else:
+                best = choose(self.ran)
+                roof = (Roofline(best.pct_peak, best.peak_basis or "", 1)
+                        if best is not None and best.pct_peak is not None else self.original_roof)
+                if roof is not None and roof.pct >= ROOFLINE_STOP_PCT:
+                    report.stopped = "roofline"
+            if report.stopped is not None:
+                report.stopped_after = len(self.ran)
+        return report.stopped is not None
+
+    def _say_stop(self) -> None:
+        report = self.report
+        if report.stopped == "roofline":
+            best = choose(report.trials)
+            who = (f"the best verified config ({_config_text(best.config)})" if best is not None and
+                   best.pct_peak is not None else "the original")
+            pct = best.pct_peak if best is not None and best.pct_peak is not None else report.original_pct_peak
+            report.notes.append(f"the search stopped after {report.stopped_after} config(s): {who} runs at "
+                                f"{pct:.0f}% of its roofline (the search stops at {ROOFLINE_STOP_PCT:.0f}%)")
+        elif report.stopped is not None:
+            report.notes.append(f"the search stopped on its {report.stopped} after {report.stopped_after} config(s) "
+                                f"({report.search_s:.0f} s of {report.budget_s:.0f} s); the best verified config so "
+                                "far is what is judged")
 
     # 5. The judgement --------------------------------------------------------------------------
 
@@ -703,7 +814,11 @@ class _Tuning:
             # among the configs that keep the computed knobs and the kernel's code as written.
             report.per_shape = per_shape([t for t in report.trials if emit != "autotune"
                                           or screen_part(t.config, report.original) is not None], as_run)
-        if not report.timed and timed:
+        if not report.trials and report.stopped:
+            report.message = (f"{kernel}: the original stays: " + (
+                f"it already runs at {report.original_pct_peak:.0f}% of its roofline, so no config was tried"
+                if report.stopped == "roofline" else f"the {report.stopped} was spent before any config ran"))
+        elif not report.timed and timed:
             # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
             first = next((t for t in report.trials if not t.correct), None)
             report.message = (f"{kernel}: {verified} of {report.tried} configs verified correct{self.unrun}, so "
@@ -717,6 +832,11 @@ class _Tuning:
         elif best is None and not self.autotune_gain(emit):
             report.message = (f"{kernel}: no config beats the original ({verified} of {report.tried} "
                               f"verified correct{self.unrun}; none faster by more than the timing spread)")
+        if report.stopped in ("task budget", "time budget") and report.trials:
+            self.unrun += f"; the search stopped on its {report.stopped} after {report.stopped_after} config(s)"
+            report.message += f" (the search stopped on its {report.stopped} after {report.stopped_after} config(s))"
+        if best is not None and best.pct_peak is not None:
+            report.best_pct_peak, report.peak_basis = best.pct_peak, best.peak_basis
         return best if report.timed else None
 
     def autotune_gain(self, emit: str) -> bool:

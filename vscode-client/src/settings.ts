@@ -7,7 +7,7 @@ export const CLIENT_ONLY = ["interpreter"] as const;
 /** Settings the server validates, when the server cannot tell us its own list. */
 export const DEFAULT_SERVER_KEYS = [
   "strategy", "provider", "model", "runner.url", "iterations", "parallel", "device", "arch",
-  "maxJobs", "workers", "trials", "maxConfigs", "emit", "applyUntimed",
+  "maxJobs", "workers", "trials", "maxConfigs", "taskBudget", "emit", "applyUntimed",
 ];
 
 export type Device = "auto" | "cuda" | "interpreter";

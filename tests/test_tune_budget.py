@@ -1,0 +1,223 @@
+"""The tuner against time and the roofline: a task budget stops the search between batches and
+keeps the best verified config, a search stops near the roofline, the roofline arithmetic, and
+``geak bench --time-budget`` stopping a tuning task in flight.
+
+A fake GPU runner stands in for the evaluator here (no kernel runs): it times each config by a
+cost model and takes a fixed time per batch, so these tests are about the search's decisions
+and clocks only; correctness checking is tested with the real runner in test_tune.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+
+import pytest
+
+from agent.deadline import BudgetRunner, Deadline
+from agent.roofline import ROOFLINE_STOP_PCT, pct_text, roofline
+from agent.tune.tuner import tune
+from conftest import ADD_RELU, Project
+from runner.schema import CaseResult, CaseTiming, DeviceInfo, EvalResult, Limits, Timing
+
+H200 = DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90", peak_bandwidth_gbs=4800.0)
+
+
+def _block(text):
+    if text is None:
+        return 256
+    return int(re.search(r"BLOCK=(\d+)", text.split("def add_relu(")[1]).group(1))
+
+
+class FakeGpu:
+    """Times a config by ``cost(block, warps)`` ms against the original's ``cost(256, 4)``; each
+    batch takes ``batch_s`` seconds; moves ``nbytes`` per case (bandwidth share on an H200)."""
+
+    parallel = 2
+
+    def __init__(self, cost, batch_s=0.0, nbytes=4_800_000, wrong=()):
+        self.cost, self.batch_s, self.nbytes, self.wrong = cost, batch_s, nbytes, set(wrong)
+        self.requests, self.batches = [], 0
+        self.lock = threading.Lock()
+
+    def device_info(self):
+        return H200
+
+    def evaluate(self, req):
+        return self.evaluate_many([req])[0]
+
+    def evaluate_many(self, reqs):
+        with self.lock:
+            self.batches += 1
+            self.requests += reqs
+        time.sleep(self.batch_s)
+        return [self.one(r) for r in reqs]
+
+    def one(self, req):
+        if req.options.aot_configs:
+            return EvalResult(status="ok", correct=True, message="", device=H200)  # no compile screen here
+        text = req.candidate_files.get(req.target.path) if req.candidate is not None else None
+        block = _block(text)
+        m = re.search(r"num_warps=(\d+)", (text or "").split("def add_relu(")[-1])
+        warps = int(m.group(1)) if m else 4
+        if block in self.wrong:
+            return EvalResult(status="mismatch", correct=False, message="wrong", device=H200)
+        ref, cand = self.cost(256, 4), self.cost(block, warps)
+        bw = 100.0 * self.nbytes / (cand * 1e-3) / (H200.peak_bandwidth_gbs * 1e9)
+        case = CaseResult(index=0, label="n=2048", shapes="", trials=1, passed=True, timing=CaseTiming(
+            ref_ms=ref, cand_ms=cand, speedup=ref / cand, ref_spread_pct=0.5, cand_spread_pct=0.5, reps=10,
+            method="events", bytes_moved=self.nbytes, bytes_basis="tensors", cand_bw_pct_peak=bw))
+        return EvalResult(status="ok", correct=True, message="ok", device=H200, cases=[case], timing=Timing(
+            ref_ms=ref, cand_ms=cand, speedup=ref / cand, speedup_geomean=ref / cand, spread_pct=0.5,
+            method="events", cases_timed=1))
+
+
+def _cost(block, warps):  # bigger blocks are faster: 1024 is best (0.5 ms); the original 1.0 ms
+    return {64: 1.6, 128: 1.3, 256: 1.0, 512: 0.7, 1024: 0.5}[block] * (1.0 + 0.01 * abs(warps - 4))
+
+
+def _small_is_fast(block, warps):  # the first configs searched (BLOCK=64) are the fastest
+    return _cost({64: 1024, 128: 512, 256: 256, 512: 128, 1024: 64}[block], warps)
+
+
+def test_roofline_is_the_time_weighted_binding_roof_and_unknown_is_not_guessed():
+    r = EvalResult(status="ok", correct=True, message="", cases=[
+        CaseResult(0, "small", "", timing=CaseTiming(1.0, 1.0, 1.0, 0, 0, 1, "events", cand_bw_pct_peak=20.0,
+                                                      bytes_basis="get_bytes")),
+        CaseResult(1, "big", "", timing=CaseTiming(3.0, 3.0, 1.0, 0, 0, 1, "events", cand_bw_pct_peak=80.0,
+                                                    bytes_basis="get_bytes")),
+        CaseResult(2, "skipped", "", skipped="too large")])
+    roof = roofline(r)
+    assert roof.pct == pytest.approx((1 * 20 + 3 * 80) / 4) and roof.basis == "bandwidth" and roof.cases == 2
+    assert pct_text(roof) == "65% of peak bandwidth"
+    # Bytes counted from the tensors' sizes: a lower bound, and said so.
+    r.cases[0].timing.bytes_basis = "tensors"
+    assert roofline(r).basis == "bandwidth_lower_bound" and "at least" in pct_text(roofline(r))
+    # A compute-bound case counts at its FLOP/s share, the roof that binds it.
+    r.cases[1].timing.cand_flops_pct_peak = 95.0
+    assert roofline(r).pct == pytest.approx((1 * 20 + 3 * 95) / 4) and roofline(r).basis == "flops"
+    # No bytes or FLOPs known (or an unknown GPU): unknown, not zero.
+    bare = EvalResult(status="ok", correct=True, message="", cases=[
+        CaseResult(0, "c", "", timing=CaseTiming(1.0, 1.0, 1.0, 0, 0, 1, "events"))])
+    assert roofline(bare) is None and pct_text(roofline(bare)) == "unknown" and roofline(None) is None
+
+
+def test_deadline_lowers_every_phase_limit_to_the_time_left(tmp_path):
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    req.options.limits = Limits(import_s=120, run_s=300, timing_s=300)
+    capped, lowered = Deadline.after(30).limit(req)
+    lim = capped.options.limits
+    assert lowered and 28 < lim.import_s <= 30 and lim.run_s == lim.import_s == lim.timing_s
+    assert req.options.limits.run_s == 300  # the caller's request is left as it was
+    same, lowered = Deadline.after(1000).limit(req)
+    assert not lowered and same is req
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        Deadline.after(0, "task budget")
+
+    class Slow:
+        def evaluate_many(self, reqs):
+            return [EvalResult(status="timeout", correct=False, message="run phase over its limit") for _ in reqs]
+
+    br = BudgetRunner(Slow(), Deadline.after(10, "task budget"))
+    (r,) = br.evaluate_many([req])
+    assert br.cut == 1 and r.message.startswith("stopped by the task budget")
+
+
+def test_a_task_budget_stops_the_search_between_batches_and_keeps_the_verified_best(tmp_path):
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    gpu = FakeGpu(_cost, batch_s=0.4)
+    t0 = time.monotonic()
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True, deadline=Deadline.after(3.0,
+                                                                                                     "task budget"))
+    took = time.monotonic() - t0
+    assert report.stopped == "task budget" and report.stopped_after == report.tried < report.space_size
+    assert report.tried % 4 == 0  # whole batches (twice the runner's 2 at once, timed)
+    assert took < 3.0 + 0.5  # the confirmation ran inside the budget's reserve
+    # The best config found so far was confirmed and offered; nothing unverified is.
+    assert report.improved and report.confirmation is not None and report.confirmation.correct
+    assert report.best in [t.config for t in report.trials if t.correct]
+    assert "stopped on its task budget after" in report.message
+    assert report.search_s is not None and report.search_s <= took and report.confirm_s is not None
+    # Every evaluation ran with phase limits no longer than the time that was left.
+    assert all(r.options.limits.run_s <= 3.0 for r in gpu.requests)
+
+
+def test_a_task_budget_too_short_for_any_batch_keeps_the_original(tmp_path):
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    report = tune(FakeGpu(_cost), req, "sm_90", max_configs=8, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(0.5, "task budget"))
+    assert report.stopped == "task budget" and report.tried == 0 and not report.improved
+    assert "task budget was spent before any config ran" in report.message
+
+
+def test_the_search_stops_once_the_best_verified_config_is_near_the_roofline(tmp_path):
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    # 2.28 GB per call: the original (1.0 ms) at 47.5% of an H200's 4.8 TB/s, BLOCK=1024 with
+    # 4 warps (0.5 ms) at 95%, with 1 warp (0.515 ms) at 92%.
+    gpu = FakeGpu(_cost, nbytes=2_280_000_000)
+    base = gpu.one(req)
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True, original=base)
+    assert report.original_pct_peak == pytest.approx(47.5)
+    assert report.stopped == "roofline" and report.tried < report.space_size
+    best = max((t for t in report.trials if t.correct), key=lambda t: t.speedup)
+    assert best.pct_peak >= ROOFLINE_STOP_PCT and report.improved
+    assert report.best_pct_peak == pytest.approx(best.pct_peak) and report.best_pct_peak >= ROOFLINE_STOP_PCT
+    assert report.peak_basis == "bandwidth_lower_bound"
+    assert any("roofline" in n for n in report.notes)
+    # An original already near its roofline is not searched at all.
+    near = FakeGpu(_cost, nbytes=4_512_000_000)
+    report = tune(near, req, "sm_90", max_configs=48, trials_per_case=1, timed=True, original=near.one(req))
+    assert report.stopped == "roofline" and report.tried == 0 and "already runs at 94%" in report.message
+
+
+def test_geak_optimize_task_budget_reaches_the_tuner(tmp_path):
+    from agent.optimize import OptimizeSettings, optimize
+    from agent.tune.strategy import TuneSettings
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    out = optimize(req, "tune", FakeGpu(_cost, batch_s=0.4), OptimizeSettings(
+        arch="sm_90", tune=TuneSettings(max_configs=48, trials=1, budget_s=3.0)))
+    # The original's check counts against the budget: fewer configs than tune() alone got.
+    assert out.stopped == "task budget" and out.report.stopped_after < out.report.space_size
+    assert "stopped on its task budget" in out.message and out.report.budget_s < 3.0
+    with pytest.raises(ValueError, match="positive number"):
+        optimize(req, "tune", FakeGpu(_cost), OptimizeSettings(tune=TuneSettings(budget_s=-1.0)))
+
+
+def test_bench_time_budget_stops_a_tuning_task_in_flight_and_records_it(tmp_path):
+    from agent.bench.suite import Bench, Settings
+    from agent.bench.tasks import load_suite
+    from agent.commands.bench import summary_text
+    from agent.bench.report import markdown
+    from agent.bench.suite import document
+    from runner.schema import EvalOptions
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "add_relu.py").write_text(ADD_RELU)
+    (tmp_path / "pyproject.toml").write_text("")
+    tasks, _ = load_suite(suite)
+    gpu = FakeGpu(_small_is_fast, batch_s=0.4)
+    b = Bench(gpu, tasks, Settings(strategy="tune", max_configs=48), EvalOptions(trials=1), tmp_path / "out",
+              stream=open(os.devnull, "w"), time_budget_s=3.0)
+    t0 = time.monotonic()
+    (rec,) = b.run()[0]
+    assert time.monotonic() - t0 < 3.0 + 1.0
+    assert rec.stopped == "time budget" and b.stopped() == ["add_relu"] and rec.error is None
+    assert rec.search["stopped"] == "time budget" and rec.search["configs_run"] < 25
+    (s,) = rec.samples  # the best verified config found, confirmed: what the task keeps
+    assert s.correct and s.source == "tuned" and s.speedup > 1.0
+    assert rec.search["pct_peak_first"] is not None and rec.search["pct_peak_final"] > rec.search["pct_peak_first"]
+    doc = document([rec], b.settings, H200, "suite", [])
+    assert doc["stopped"] == ["add_relu"] and doc["summary"]["tasks"] == 1
+    assert "(stopped)" in summary_text(doc) and "% of peak" in summary_text(doc)
+    md = markdown(doc)
+    assert "stopped by the time budget" in md and "time budget after" in md
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["tasks"]["add_relu"]["stopped"] == "time budget"
+    # --resume runs a task the budget stopped again (a finished one would be kept).
+    again = Bench(FakeGpu(_cost), tasks, Settings(strategy="tune", max_configs=48), EvalOptions(trials=1),
+                  tmp_path / "out", resume=True, stream=open(os.devnull, "w"))
+    assert "add_relu" in again.state.records and again.state.done(tasks[0]) is None
+    (rec,) = again.run()[0]
+    assert rec.stopped is None and rec.search["stopped"] is None and rec.search["configs_run"] == 25
