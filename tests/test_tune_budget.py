@@ -129,12 +129,13 @@ def test_a_task_budget_stops_the_search_between_batches_and_keeps_the_verified_b
     req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
     gpu = FakeGpu(_cost, batch_s=0.4)
     t0 = time.monotonic()
-    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True, deadline=Deadline.after(3.0,
+    # A budget shorter than the search needs (it converges after about 9 configs, 3 batches).
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True, deadline=Deadline.after(1.5,
                                                                                                      "task budget"))
     took = time.monotonic() - t0
     assert report.stopped == "task budget" and report.stopped_after == report.tried < report.space_size
     assert report.tried % 4 == 0  # whole batches (twice the runner's 2 at once, timed)
-    assert took < 3.0 + 0.5  # the confirmation ran inside the budget's reserve
+    assert took < 1.5 + 0.5  # the confirmation ran inside the budget's reserve
     # The best config found so far was confirmed and offered; nothing unverified is.
     assert report.improved and report.confirmation is not None and report.confirmation.correct
     assert report.best in [t.config for t in report.trials if t.correct]
@@ -177,7 +178,7 @@ def test_geak_optimize_task_budget_reaches_the_tuner(tmp_path):
     from agent.tune.strategy import TuneSettings
     req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
     out = optimize(req, "tune", FakeGpu(_cost, batch_s=0.4), OptimizeSettings(
-        arch="sm_90", tune=TuneSettings(max_configs=48, trials=1, budget_s=3.0)))
+        arch="sm_90", tune=TuneSettings(max_configs=48, trials=1, budget_s=2.2)))
     # The original's check counts against the budget: fewer configs than tune() alone got.
     assert out.stopped == "task budget" and out.report.stopped_after < out.report.space_size
     assert "stopped on its task budget" in out.message and out.report.budget_s < 3.0
@@ -199,12 +200,13 @@ def test_bench_time_budget_stops_a_tuning_task_in_flight_and_records_it(tmp_path
     tasks, _ = load_suite(suite)
     gpu = FakeGpu(_small_is_fast, batch_s=0.4)
     b = Bench(gpu, tasks, Settings(strategy="tune", max_configs=48), EvalOptions(trials=1), tmp_path / "out",
-              stream=open(os.devnull, "w"), time_budget_s=3.0)
+              stream=open(os.devnull, "w"), time_budget_s=2.2)
     t0 = time.monotonic()
     (rec,) = b.run()[0]
-    assert time.monotonic() - t0 < 3.0 + 1.0
+    assert time.monotonic() - t0 < 2.2 + 1.0
     assert rec.stopped == "time budget" and b.stopped() == ["add_relu"] and rec.error is None
     assert rec.search["stopped"] == "time budget" and rec.search["configs_run"] < 25
+    stopped_after = rec.search["configs_run"]
     (s,) = rec.samples  # the best verified config found, confirmed: what the task keeps
     assert s.correct and s.source == "tuned" and s.speedup > 1.0
     assert rec.search["pct_peak_first"] is not None and rec.search["pct_peak_final"] > rec.search["pct_peak_first"]
@@ -220,4 +222,4 @@ def test_bench_time_budget_stops_a_tuning_task_in_flight_and_records_it(tmp_path
                   tmp_path / "out", resume=True, stream=open(os.devnull, "w"))
     assert "add_relu" in again.state.records and again.state.done(tasks[0]) is None
     (rec,) = again.run()[0]
-    assert rec.stopped is None and rec.search["stopped"] is None and rec.search["configs_run"] == 25
+    assert rec.stopped is None and rec.search["stopped"] is None and rec.search["configs_run"] > stopped_after
