@@ -252,7 +252,14 @@ def _space_for_triton(text: str, site, rep_, max_configs: int):
     if at is not None:
         space = autotune_space(at, backend, uses_dot, site.has_loop)[:max_configs]
         return space, False, (lambda cfgs: render_autotune(text, at, cfgs))
-    space = search_space(site, backend, uses_dot)
+    # @triton.autotune holds literal values: computed knobs and kernel rewrites stay as written
+    # on this side (the literal part of each of geak's configs, once each).
+    original = {**{k.name: k.value for k in site.knobs}, **site.axes_original()}
+    space = []
+    for c in search_space(site, backend, uses_dot):
+        lit = screen_part(c, original, hints=("eviction_policy", "input_precision", "num_ctas"))
+        if lit and lit not in space:
+            space.append(lit)
     blocks = dot_blocks(k.name for k in site.knobs) if uses_dot else None
     if blocks:  # the tuner's arithmetic pruning, with the element size it saw
         sizes = [_BYTES.get(ty.lstrip("*"), 4) for r in rep_.original_resources for ty in r.arg_types.split(", ")

@@ -31,15 +31,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 PLAIN = r'''
-import math, os, random, runpy, sys, traceback
+import contextlib, math, os, random, runpy, sys, traceback
+if {interpreter!r}:
+    os.environ["TRITON_INTERPRET"] = "1"
 import numpy, torch
 sys.path.insert(0, {root!r})
 from runner.compare import compare
 from runner.exchange import to_plain
+MODE = contextlib.nullcontext
+if {interpreter!r}:  # code written for "cuda" runs on the CPU, as the runner's interpreter workers do
+    from runner import guards
+    guards.patch_cuda_for_interpreter(); guards.patch_autotune_for_interpreter()
+    MODE = guards.InterpreterDevice
 
 def run(path):
     random.seed(0); numpy.random.seed(0); torch.manual_seed(0)
-    g = runpy.run_path(path, run_name="__geak_plain__")
+    with MODE():
+        g = runpy.run_path(path, run_name="__geak_plain__")
     keys = sorted(k for k in g if k.startswith("result_gold"))
     return to_plain({{k: g[k] for k in keys}})
 
@@ -142,19 +150,22 @@ def mutate(tasks: Path, outdir: Path, per_task: int = 2) -> None:
 
 # --------------------------------------------------------------------------- plain runs
 
-def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | None = None) -> None:
+def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | None = None,
+          interpreter: bool = False, pattern: str | None = None) -> None:
+    import fnmatch
     out.mkdir(parents=True, exist_ok=True)
     gold = gold or out / "gold"
     gold.mkdir(parents=True, exist_ok=True)
-    files = sorted(tasks.glob("*.py"))
+    files = sorted(f for f in tasks.glob("*.py")
+                   if not pattern or any(fnmatch.fnmatch(f.stem, p) for p in pattern.split(",")))
     t0 = time.time()
 
     def original(f: Path) -> dict:
-        r = _sub(PLAIN.format(root=str(ROOT), path=str(f), twice=True, save=str(gold / f"{f.stem}.pt")), 120)
+        r = _sub(PLAIN.format(interpreter=interpreter, root=str(ROOT), path=str(f), twice=True, save=str(gold / f"{f.stem}.pt")), 120)
         r["task"] = f.stem
         if r.get("ran"):  # and once more in a process of its own: does it repeat across processes?
             again = str(gold / f"{f.stem}.again.pt")
-            x = _sub(PLAIN.format(root=str(ROOT), path=str(f), twice=False, save=again), 120)
+            x = _sub(PLAIN.format(interpreter=interpreter, root=str(ROOT), path=str(f), twice=False, save=again), 120)
             if x.get("ran"):
                 c = _sub(COMPARE.format(root=str(ROOT), a=str(gold / f"{f.stem}.pt"), b=again), 120)
                 r["repeat_process"] = bool(c.get("same"))
@@ -177,7 +188,7 @@ def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | 
 
     def label(m: Path) -> dict:
         save = str(gold / f"{m.parent.name}__{m.stem}.pt")
-        r = _sub(PLAIN.format(root=str(ROOT), path=str(m), twice=False, save=save), 120)
+        r = _sub(PLAIN.format(interpreter=interpreter, root=str(ROOT), path=str(m), twice=False, save=save), 120)
         r.update(task=m.parent.name, mutant=m.stem)
         if r.get("ran"):
             c = _sub(COMPARE.format(root=str(ROOT), a=str(gold / f"{m.parent.name}.pt"), b=save), 120)
@@ -291,6 +302,9 @@ def main() -> int:
     a.add_argument("--mutants", type=Path)
     a.add_argument("--jobs", type=int, default=12)
     a.add_argument("--gold", type=Path, help="where the plain runs' results go (default OUT/gold)")
+    a.add_argument("--device", choices=["auto", "interpreter"], default="auto",
+                   help="interpreter: run on the CPU under the Triton interpreter")
+    a.add_argument("--tasks", dest="tasks_", help="only these tasks (glob, comma-separated)")
     a = sub.add_parser("single")
     a.add_argument("tasks", type=Path)
     a.add_argument("out", type=Path)
@@ -304,7 +318,7 @@ def main() -> int:
     if args.cmd == "mutate":
         mutate(args.tasks, args.mutants, args.per_task)
     elif args.cmd == "plain":
-        plain(args.tasks, args.out, args.mutants, args.jobs, args.gold)
+        plain(args.tasks, args.out, args.mutants, args.jobs, args.gold, args.device == "interpreter", args.tasks_)
     elif args.cmd == "single":
         single(args.tasks, args.out, args.jobs, args.device)
     else:

@@ -604,3 +604,16 @@ def test_on_a_gpu_runner_with_no_verified_config_the_verdict_says_so(tmp_path, r
     assert report.tried == 4 and not any(t.correct for t in report.trials)
     assert not report.improved and "0 of 4 configs verified correct" in report.message
     assert "needs a GPU" not in report.message and "mismatch" in report.message
+
+
+def test_an_original_untimed_on_a_gpu_is_said_so_not_blamed_on_the_cpu():
+    from agent.tune.tuner import _untimed_why
+    from runner.schema import DeviceInfo, EvalResult
+    gpu = DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90", torch="2", triton="3")
+    r = EvalResult(status="ok", correct=True, message="", device=gpu,
+                   timing_unavailable="the test's calls could not be replayed")
+    assert _untimed_why(r) == ("the original itself could not be timed there "
+                               "(the test's calls could not be replayed)")
+    cpu = DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter", arch=None, torch="2", triton="3")
+    assert _untimed_why(EvalResult(status="ok", correct=True, message="", device=cpu)) == ""
+    assert _untimed_why(None) == ""

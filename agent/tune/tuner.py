@@ -482,6 +482,13 @@ def _config_text(config: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
 
 
+def _untimed_why(original: Optional[EvalResult]) -> str:
+    """Why the original was not timed on a GPU runner ('' when it was, or on the CPU)."""
+    if original is None or original.timing is not None or not (original.device and original.device.is_gpu):
+        return ""
+    return f"the original itself could not be timed there ({original.timing_unavailable or 'no timing'})"
+
+
 def backend_of(arch: str) -> str:
     """``cuda`` or ``rocm``: whose launch defaults and limits apply to ``arch``."""
     return "rocm" if arch.startswith("gfx") else "cuda"
@@ -506,6 +513,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         raise ValueError(f"emit must be one of {EMITS}")
     t = _Tuning(runner if deadline is None else BudgetRunner(runner, deadline), request, arch, trials_per_case)
     t.deadline, t.original_roof = deadline, roofline(original)
+    t.untimed_why = _untimed_why(original)
     t.report.budget_s = round(deadline.left(), 1) if deadline is not None else None
     if not (t.find_launch(key) and t.build_space() and t.prune_for_arch()):
         return t.report
@@ -543,6 +551,7 @@ class _Tuning:
         self.feasible: Callable[[dict[str, int]], bool] = lambda c: True
         self.blocks: Optional[dict[str, str]] = None
         self.devices: list = []
+        self.untimed_why = ""
 
     # 1. The launch site and its knobs ------------------------------------------------------
 
@@ -824,6 +833,10 @@ class _Tuning:
             report.message = (f"{kernel}: {verified} of {report.tried} configs verified correct{self.unrun}, so "
                               "nothing was timed and the original stays"
                               + (f"; first failure: {first.status}: {first.message[:300]}" if first else ""))
+        elif not report.timed and self.untimed_why:
+            report.message = (f"{kernel}: {verified} of {report.tried} configs verified correct on "
+                              f"{report.device or 'the runner'}{self.unrun}; {self.untimed_why}, so nothing is "
+                              "offered as faster")
         elif not report.timed:
             report.message = (f"{kernel}: {verified} of {report.tried} configs verified correct on "
                               f"{report.device or 'the runner'}{self.unrun}; no timing here, so nothing is offered as "
