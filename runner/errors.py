@@ -54,23 +54,27 @@ def trimmed_tb(exc: BaseException, trees: Trees) -> tuple[str, Optional[str], Op
     return ("Traceback (user code):\n" + "\n".join(lines) + "\n" + msg if lines else msg), file, line
 
 
-def classify(exc: BaseException, side: str, where: str, trees: Trees) -> Failure:
+def out_of_device_memory(exc: BaseException) -> bool:
+    """PyTorch's allocator out of GPU memory. It then asks NVML who holds the memory; where NVML
+    cannot start (inside the sandbox), that question fails instead ("NVML_SUCCESS == ...
+    INTERNAL ASSERT FAILED" in CUDACachingAllocator)."""
     import torch
+    low = f"{type(exc).__name__}: {exc}".lower()
+    nvml_oom = "nvml_success" in low and "cudacachingallocator" in low
+    return isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in low or nvml_oom
 
+
+def classify(exc: BaseException, side: str, where: str, trees: Trees) -> Failure:
     if isinstance(exc, Failure):
         return exc
     tb, file, line = trimmed_tb(exc, trees)
     text = f"{type(exc).__name__}: {exc}"
-    low = text.lower()
     name = type(exc).__name__
     first = trees.scrub(str(exc)).strip().splitlines()
     if isinstance(exc, MemoryError):
         return Failure("crashed", "host_oom", side, f"{where}: out of host memory", tb=tb,
                        file=file, line=line, retire=True)
-    # PyTorch's allocator, out of device memory, asks NVML who holds it; where NVML cannot start,
-    # that question fails instead ("NVML_SUCCESS == ... INTERNAL ASSERT FAILED").
-    nvml_oom = "nvml_success" in low and "cudacachingallocator" in low
-    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in low or nvml_oom:
+    if out_of_device_memory(exc):
         return Failure("runtime_error", "out_of_memory", side, f"{where}: GPU out of memory",
                        hint="use smaller INPUT_CASES or free GPU memory on the runner",
                        tb=tb, file=file, line=line, retire=True)

@@ -194,9 +194,13 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
                 channel._current_phase[0] = None
             channel.send({"event": "reply", "op": op, **reply})
         except BaseException as e:
-            from .errors import Failure
+            from .errors import Failure, out_of_device_memory
             if isinstance(e, Failure):
                 failure = e.to_dict()
+            elif out_of_device_memory(e):  # in the evaluator's own work on the task's tensors
+                failure = {"status": "runtime_error", "kind": "out_of_memory", "side": "harness",
+                           "message": f"GPU out of memory (while the evaluator handled the task's data, op '{op}')",
+                           "hint": "use smaller inputs or free GPU memory on the runner", "retire": True}
             else:  # a bug of ours: say so plainly, and end this worker
                 failure = {"status": "crashed", "kind": "internal", "side": "harness",
                            "message": f"internal error in the evaluator: {type(e).__name__}: {e}",

@@ -258,3 +258,12 @@ def test_triton_kernel_error_in_candidate(project, runner):
     assert r.status in ("compile_error", "runtime_error")
     assert r.error.side == "candidate"
     assert "cand.py" in (r.error.traceback or "") or "cand.py" in r.message
+
+
+def test_out_of_gpu_memory_is_recognised_also_through_the_nvml_assert():
+    from runner.errors import out_of_device_memory
+    assert out_of_device_memory(RuntimeError(
+        'NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
+        '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.'))
+    assert out_of_device_memory(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert not out_of_device_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
