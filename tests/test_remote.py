@@ -138,7 +138,7 @@ def test_geak_optimize_through_the_daemon_screens_then_verifies(tmp_path):
     p = Project(tmp_path / "proj").write("sm.py", (ROOT / "examples" / "softmax.py").read_text())
     d = Daemon(tmp_path / "state", TOKEN).start()
     try:
-        out = geak("optimize", "sm.py::softmax", "--runner", d.url, "--json", cwd=p.root,
+        out = geak("optimize", "sm.py::softmax", "--runner", d.url, "--json", "--max-configs", "8", cwd=p.root,
                    env={"GEAK_RUNNER_TOKEN": TOKEN})
         assert out.returncode == 1, out.stderr  # verified, not timed: nothing offered on a CPU
         rep = json.loads(out.stdout)

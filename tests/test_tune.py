@@ -393,11 +393,11 @@ def test_tune_picks_per_shape_writes_autotune_and_confirms(tmp_path, runner):
     assert last.candidate_files["k.py"] == report.source and last.options.trials >= 3
 
     # Constants: one config for all shapes; the confirmation decides what is offered.
-    report = tune(CostModelRunner(runner, cost), req, "sm_90", max_configs=10, trials_per_case=1, timed=True)
+    report = tune(CostModelRunner(runner, cost), req, "sm_90", max_configs=6, trials_per_case=1, timed=True)
     assert report.improved and report.best["BLOCK"] == 1024  # (num_warps and the eviction hint cost nothing here)
     assert "BLOCK=1024" in report.source and report.best_speedup == pytest.approx(4.8 / 4.4)
     # A gain that does not survive a fresh measurement is not offered.
-    report = tune(CostModelRunner(runner, cost, noise_on_confirm=1.5), req, "sm_90", max_configs=10,
+    report = tune(CostModelRunner(runner, cost, noise_on_confirm=1.5), req, "sm_90", max_configs=4,
                   trials_per_case=1, timed=True)
     assert not report.improved and report.source is None and "on confirmation" in report.message
 
