@@ -754,8 +754,9 @@ class _Tuning:
 
     def _plan_budget(self, timed: bool) -> None:
         """How the search stops early: before a batch that would start past the deadline (less
-        the confirmation's reserve), or once near the roofline. Either needs batches no larger
-        than the runner runs at once (twice that when timed, so compiles overlap timing)."""
+        the confirmation's reserve), or once near the roofline. Either needs batches: no larger
+        than the runner runs at once (twice that when timed, so compiles overlap timing), and
+        under a deadline no larger than the time left holds (``_batch_size``)."""
         self.search_deadline = None
         self.ran: list[Trial] = []
         self.report.original_pct_peak = self.original_roof.pct if self.original_roof else None
@@ -764,19 +765,39 @@ class _Tuning:
             self.search_deadline = self.deadline.sooner(CONFIRM_RESERVE * (self.report.budget_s or 0.0))
         n = _parallelism(self.runner)
         self.batch = None if self.deadline is None and not timed else (2 * n if timed else n)
+        self.per_config_s: Optional[float] = None
+        """Seconds of search per config, as measured so far (under a deadline)."""
 
     def _budgeted(self, configs: list[dict[str, int]]) -> list[Trial]:
         """``evaluate`` in batches, stopping before one when the time is spent or the best
         verified config so far (or the original) is near the roofline. Returns the trials run."""
         out: list[Trial] = []
-        size = self.batch or max(1, len(configs))
-        for i in range(0, len(configs), size):
+        i = 0
+        while i < len(configs):
             if self._stop_now():
                 break
+            size = self._batch_size(len(configs) - i)
+            t0 = time.monotonic()
             trials = self.evaluate(configs[i:i + size])
+            if self.search_deadline is not None and trials:
+                self.per_config_s = (time.monotonic() - t0) / len(trials)
+            i += size
             out += trials
             self.ran += trials
         return out
+
+    def _batch_size(self, remaining: int) -> int:
+        """The next batch's size. Under a deadline a batch must end before it: the first is what
+        the runner runs at once; later ones as many configs as the time left holds at the pace
+        measured so far (a GPU shared with other tasks makes each config slower), at least one."""
+        if not self.batch:
+            return max(1, remaining)
+        if self.search_deadline is None:
+            return self.batch
+        if self.per_config_s is None:
+            return min(remaining, max(1, _parallelism(self.runner)))
+        fits = int(self.search_deadline.left() / max(self.per_config_s, 1e-3))
+        return min(remaining, self.batch, max(1, fits))
 
     def _stop_now(self) -> bool:
         report = self.report
