@@ -19,6 +19,7 @@ A kernel is known by the file it is defined in (relative to the project) and its
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -97,23 +98,17 @@ def choices(tuners: dict[str, Any]) -> dict[str, dict]:
 
 
 def save(xdir: Path, modules: list, root: Path) -> None:
-    """In the reference's process, after a run: add its choices to the exchange directory."""
+    """In the reference's process, after a run: write its choices so far (an autotuner's cache
+    keeps every key it met) to the exchange directory. The file is only written here, never read
+    back: the candidate's process can write into that directory too. Written beside and renamed
+    into place, like every exchange file, so a link planted under its name is replaced, not followed."""
     found = choices(autotuners(modules, root))
     if not found:
         return
     path = xdir / FILE
-    try:
-        old = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        old = {}
-    for name, entry in found.items():
-        have = old.get(name)
-        if have is None or have.get("configs") != entry["configs"]:
-            old[name] = entry
-            continue
-        keys = {json.dumps(k) for k, _ in have["chosen"]}
-        have["chosen"] += [c for c in entry["chosen"] if json.dumps(c[0]) not in keys]
-    path.write_text(json.dumps(old))
+    tmp = xdir / f"{FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(found))
+    os.replace(tmp, path)
 
 
 class Pins:

@@ -209,7 +209,7 @@ class ReferenceSide(Side):
         except BaseException as e:
             raise self.failure(e, "reference", f"{self.req.target.symbol} on case '{label}'") from None
         self.expected[(case, trial)] = (rec, masks, call)
-        autotune_pin.save(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
+        self.save_autotune_choices()
         return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob")}
 
     def run_test(self, case: int, trial: int, seed: int) -> dict:
@@ -238,7 +238,7 @@ class ReferenceSide(Side):
         if capture:
             self.timed_calls[case] = timed
         self.expected[(case, trial)] = (rec, masks, None)
-        autotune_pin.save(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
+        self.save_autotune_choices()
         first = rec["calls"][0] if rec.get("calls") else None
         shapes = ""
         if timed:
@@ -248,6 +248,10 @@ class ReferenceSide(Side):
             shapes = f"{first['fn']}(...)"
         return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "shapes": shapes,
                 "raised": rec.get("message"), "oob": rec.get("oob")}
+
+    def save_autotune_choices(self) -> None:
+        """What the original's autotuners chose, for the candidate's process (``autotune_pin``)."""
+        autotune_pin.save(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
 
     def kernels(self) -> list[str]:
         return sorted({launch.kernel for launch in self.launches.launches["reference"]})
