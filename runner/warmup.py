@@ -74,3 +74,53 @@ def compile_pipeline() -> None:
                 os.environ.pop("TRITON_CACHE_DIR", None)
             else:
                 os.environ["TRITON_CACHE_DIR"] = old
+
+
+def gpu_worker() -> None:
+    """In each GPU worker, once its context is up and before it says hello (so before any user
+    code, and while it waits as a spare, not while an evaluation waits for it): the first use of
+    each CUDA operation in a process costs far more than later ones (PyTorch loads its kernels'
+    modules lazily; events, streams, graphs and the spin used by timing set themselves up; the
+    first Triton launch loads the driver's helpers). Run the operations every evaluation uses
+    once, on throwaway tensors, then give back all they held: nothing of it stays for the job
+    but warm code. Best effort: an error here is left for the job's own first use to report."""
+    import torch
+
+    from . import timing
+    try:
+        x = torch.randn(1 << 12, device="cuda")
+        y = torch.empty_like(x)
+        y.copy_(x)
+        y.fill_(0.5)
+        torch.rand(16, device="cuda")
+        torch.randint(0, 8, (16,), device="cuda")
+        torch.zeros(16, device="cuda", dtype=torch.int32).cpu()
+        z = (x - y).abs()
+        torch.isfinite(z).all().item()
+        torch.isclose(x, y).sum().item()
+        z.max().item()
+        for dt in (torch.float16, torch.bfloat16):
+            x.to(dt).float()
+        x.cpu()
+        torch.ones(16).to("cuda")
+        _touch[(4,)](x, x.numel(), BLOCK=1024)
+        timing._spin_cycles_per_us()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            y.add_(1.0)
+        torch.cuda.current_stream().wait_stream(stream)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y.add_(1.0)
+        g.replay()
+        torch.cuda.synchronize()
+        del g, x, y, z
+    except Exception:
+        pass
+    finally:
+        try:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        except Exception:
+            pass

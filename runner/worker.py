@@ -158,6 +158,8 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             # Some PyTorch versions count devices through NVML even once CUDA is up; NVML may see
             # none inside the sandbox ("Invalid device id"). The driver's count is the true one.
             torch.cuda._cached_device_count = torch._C._cuda_getDeviceCount()
+            from . import warmup
+            warmup.gpu_worker()
         info = devices.detect(requested)
     except BaseException as e:
         why = f"{type(e).__name__}: {e}"
