@@ -46,6 +46,7 @@ _SIGNALS = {signal.SIGSEGV: "a segmentation fault (SIGSEGV)", signal.SIGBUS: "a 
             "kernel's out-of-memory killer)"}
 MAX_LINE = 64 << 20  # a message longer than this from a worker is a protocol violation
 REFERENCE_USES = 100  # evaluations one reference worker may serve
+REST_WAIT_S = 15.0  # the longest an evaluation waits for its reference worker to finish resting
 POOL_PREFIX = "geak-pool-"
 
 
@@ -520,6 +521,7 @@ class WorkerPool:
         self._spares: list[Job] = []
         self._starting = 0
         self._refs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._resting: dict[str, int] = {}  # digest -> reference workers still giving back memory
         self._server: Optional[ForkServer] = None
         self._info: Optional[DeviceInfo] = None
         self._closed = False
@@ -663,6 +665,11 @@ class WorkerPool:
 
     def _take_reference(self, digest: str) -> Job:
         with self._cond:
+            # A reference worker of this digest still giving back what it held: it is ready
+            # sooner than a new one would load.
+            end = time.monotonic() + REST_WAIT_S
+            while digest in self._resting and not self._closed and time.monotonic() < end:
+                self._cond.wait(max(0.0, end - time.monotonic()))
             job = self._refs.pop(digest, None)
         if job is not None and job.alive():
             return job
@@ -673,14 +680,33 @@ class WorkerPool:
         return job
 
     def _return_reference(self, job: Job) -> None:
+        """After an evaluation: the reference worker is kept for the next evaluation of the
+        same reference once it has given back what it holds (its records, cached device memory).
+        That happens after the result is returned, in a thread of its own, holding the device
+        lock for reading so that it never overlaps a timing run."""
         if not job.clean or job.uses >= REFERENCE_USES or not job.alive() or job.loaded is None or self._closed:
             job.close()
             return
-        try:  # kept for the next evaluation of this reference: it gives back what it holds
-            reply = job.call({"op": "rest"}, None, Budget(10.0))
+        with self._cond:
+            self._resting[job.digest] = self._resting.get(job.digest, 0) + 1
+        threading.Thread(target=self._rest, args=(job,), daemon=True).start()
+
+    def _rest(self, job: Job) -> None:
+        try:
+            self._keep_reference(job)
+        finally:
+            with self._cond:
+                n = self._resting.pop(job.digest, 1) - 1
+                if n > 0:
+                    self._resting[job.digest] = n
+                self._cond.notify_all()
+
+    def _keep_reference(self, job: Job) -> None:
+        try:
+            reply = job.call({"op": "rest"}, "read", Budget(10.0))
         except Stopped:
             reply = {"failure": {}}
-        if "failure" in reply:
+        if "failure" in reply or self._closed:
             job.close()
             return
         with self._cond:

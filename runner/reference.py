@@ -38,6 +38,9 @@ from .units import separator_line
 RERUNS = 3
 """How many more runs of the reference, at most, look for elements that vary on a mismatch (on a
 GPU; one under the interpreter)."""
+REST_SLACK_BYTES = 1 << 20
+"""Device memory above what the reference held at its first rest that makes the next rest collect
+garbage before giving memory back."""
 
 
 class ReferenceSide(Side):
@@ -50,6 +53,7 @@ class ReferenceSide(Side):
         self.model = None
         self.bf16_upcast = False
         self.ops = self.guards.OpRecorder(self.launches)
+        self.rest_bytes: Optional[int] = None  # device memory held at rest after a full collection
 
     def handle(self, op: str, msg: dict) -> dict:
         if op == "load":
@@ -75,12 +79,21 @@ class ReferenceSide(Side):
         raise RuntimeError(f"unknown op '{op}'")
 
     def rest(self) -> dict:
+        """Between evaluations: drop the records, and give back the device memory they held.
+        A full garbage collection (a quarter of a second in a process holding torch) runs only
+        when memory is still held after that (tensors kept alive in reference cycles)."""
         import gc
         self.expected.clear()
         self.timed_calls.clear()
-        gc.collect()
-        if not self.interp:
-            self.torch.cuda.empty_cache()  # an idle worker holds no cached blocks others could use
+        if self.interp:
+            gc.collect(1)
+            return {}
+        cuda = self.torch.cuda
+        if self.rest_bytes is None or cuda.memory_allocated() > self.rest_bytes + REST_SLACK_BYTES:
+            gc.collect()
+        cuda.empty_cache()  # an idle worker holds no cached blocks others could use
+        if self.rest_bytes is None:
+            self.rest_bytes = cuda.memory_allocated()  # what the reference's own code keeps
         return {}
 
     # ----------------------------------------------------------------- load

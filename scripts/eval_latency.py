@@ -5,6 +5,10 @@ many distinct candidates against one reference.
                                    [--label NAME]
 
 Two phases, each on a warm runner (workers started before the clock, as in a running server):
+every candidate's kernel is its own (``--kernels distinct``, the default: a GEAK loop's candidates
+are new code, a tuner's configs new specialisations, so each evaluation compiles), or the 24
+launch configs repeat over the same kernel source (``--kernels repeat``: later candidates hit
+Triton's compile cache where the runner lets them).
 ``sequence`` evaluates the candidates one after another (the latency a person waits for one
 evaluation: p50, p95); ``batch`` evaluates them all at once through ``evaluate_many`` (the
 throughput with ``--workers`` at a time). Every candidate is a distinct file (its own kernel to
@@ -32,7 +36,8 @@ import triton.language as tl
 def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0), mask=m)
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), 0.0) + {salt}.0 * 0.0,
+             mask=m)
 
 
 def add_relu(x, y):
@@ -54,6 +59,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--label", default="run")
+    ap.add_argument("--kernels", choices=("distinct", "repeat"), default="distinct")
     args = ap.parse_args()
     from runner.local import LocalRunner
     from runner.schema import EvalOptions
@@ -62,7 +68,8 @@ def main() -> int:
     size = 1 << 12 if args.device == "interpreter" else 1 << 20
     tmp = Path(tempfile.mkdtemp(prefix="geak-latency-"))
     (tmp / "pyproject.toml").write_text("")
-    (tmp / "ref.py").write_text(TEMPLATE.format(block=256, warps=4, n=size))
+    (tmp / "ref.py").write_text(TEMPLATE.format(block=256, warps=4, n=size, salt=0))
+    salts = iter(range(1, 1 << 20))
 
     def requests(tag: str) -> list:
         reqs = []
@@ -70,7 +77,8 @@ def main() -> int:
             block = [64, 128, 256, 512, 1024, 2048][i % 6]
             warps = [1, 2, 4, 8][(i // 6) % 4]
             name = f"cand_{tag}_{i}.py"
-            (tmp / name).write_text(f"# candidate {tag} {i}\n" + TEMPLATE.format(block=block, warps=warps, n=size))
+            (tmp / name).write_text(f"# candidate {tag} {i}\n" + TEMPLATE.format(
+                block=block, warps=warps, n=size, salt=next(salts) if args.kernels == "distinct" else 0))
             req, _, _ = build_request("ref.py::add_relu", f"{name}::add_relu", EvalOptions(trials=2),
                                       root=tmp, cwd=tmp)
             reqs.append(req)
@@ -90,12 +98,13 @@ def main() -> int:
                     ops.setdefault(name, []).append(time.perf_counter() - t0)
             return wrapper
         _pool.Job.call = timed(_pool.Job.call, lambda self, msg, *a, **k: f"{msg.get('op')}")
-        for name in ("_take_reference", "_take_spare", "_spawn"):
+        _pool.Job.close = timed(_pool.Job.close, lambda *a, **k: "close")
+        for name in ("_take_reference", "_take_spare", "_spawn", "_return_reference"):
             if hasattr(_pool.WorkerPool, name):
                 setattr(_pool.WorkerPool, name, timed(getattr(_pool.WorkerPool, name), lambda *a, _n=name, **k: _n))
     except (ImportError, AttributeError):
         pass
-    report = {"label": args.label, "device": args.device, "workers": args.workers, "n": args.n, "elements": size}
+    report = {"label": args.label, "device": args.device, "kernels": args.kernels, "workers": args.workers, "n": args.n, "elements": size}
     with LocalRunner(workers=args.workers, device=args.device) as runner:
         runner.pool.warm(args.workers)
         report["device_name"] = runner.device_info().name

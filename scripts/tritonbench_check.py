@@ -175,9 +175,12 @@ def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | 
                 r["repeat_process_detail"] = x.get("error")
         return r
 
-    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
-        originals = list(ex.map(original, files))
-    (out / "plain.json").write_text(json.dumps(originals, indent=1))
+    originals: list[dict] = []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:  # written as they finish: a run cut
+        for fut in concurrent.futures.as_completed([ex.submit(original, f) for f in files]):  # short keeps
+            originals.append(fut.result())                                                   # what it has
+            (out / "plain.json").write_text(json.dumps(sorted(originals, key=lambda r: r["task"]), indent=1))
+    originals.sort(key=lambda r: r["task"])
     print(f"originals: {sum(r['ran'] for r in originals)}/{len(files)} ran, "
           f"{sum(bool(r.get('repeat')) for r in originals)} repeat in one process, "
           f"{sum(bool(r.get('repeat_process')) for r in originals)} across processes, {time.time() - t0:.0f} s", flush=True)

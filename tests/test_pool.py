@@ -62,11 +62,32 @@ def test_warm_starts_spare_workers_and_they_serve(project):
                              "ref.py::add_relu", cases=[0], trials=1)
         assert r.status == "ok" and r.phases.get("run", 0) > 0 and "import" in r.phases, r.phases
         # The evaluation used two spares: the candidate's is gone, the reference's waits for the
-        # next evaluation of the same reference; spares are topped up again.
+        # next evaluation of the same reference (once it has given back what it held, after the
+        # result was returned); spares are topped up again.
         deadline = time.time() + 60
-        while len(pool._spares) < 3 and time.time() < deadline:
+        while (len(pool._spares) < 3 or pool._resting) and time.time() < deadline:
             time.sleep(0.1)
         assert len(pool._spares) == 3 and len(pool._refs) == 1
         assert len(started & set(pool._jobs)) == 2  # one spare left + the reference kept
+    finally:
+        pool.close()
+
+
+def test_the_next_evaluation_of_a_reference_waits_for_its_worker_to_rest(project):
+    """The reference worker gives back its memory after the result is returned; an evaluation
+    of the same reference that comes at once waits for that rather than loading a new one."""
+    from runner.pool import WorkerPool
+    pool = WorkerPool(size=1, device="interpreter", spares=1)
+    ev = type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})()
+    try:
+        pool.warm(1)
+        for _ in range(2):
+            r = project.evaluate(ev, "ref.py::add_relu", cases=[0], trials=1)
+            assert r.status == "ok" and r.correct, r.message
+        deadline = time.time() + 30
+        while pool._resting and time.time() < deadline:
+            time.sleep(0.05)
+        assert not pool._resting and len(pool._refs) == 1
+        assert next(iter(pool._refs.values())).uses == 2
     finally:
         pool.close()
