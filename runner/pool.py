@@ -619,6 +619,8 @@ class WorkerPool:
                     job.netns = sandbox.namespace(pid, "net") if pid else ""
                     with self._cond:
                         self._info = self._info or job.device
+                    if job.device.is_gpu:  # no user code has run there yet: its warm-up's compiles
+                        promote_compiles(job, self.compile_cache)  # spare the next spares theirs
                     return job
         except BaseException:
             job.close()

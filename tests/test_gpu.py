@@ -122,7 +122,9 @@ def test_event_timer_tampering_on_gpu(gproject, gpu_runner):
 def test_tuner_finds_and_confirms_a_better_launch(gproject, gpu_runner):
     # A 32-element block with one warp on 64M elements: plainly mistuned for any GPU.
     from agent.tune.tuner import tune
-    gproject.write("slow.py", BIG.replace("BLOCK=256)", "BLOCK=32, num_warps=1)").replace("cdiv(n, 256)", "cdiv(n, 32)"))
+    # 16M elements, one case: every config is checked and timed on it in a few seconds.
+    gproject.write("slow.py", BIG.replace("BLOCK=256)", "BLOCK=32, num_warps=1)").replace("cdiv(n, 256)", "cdiv(n, 32)")
+                   .replace("INPUT_CASES = [dict(n=1 << 26), dict(n=1 << 16)]", "INPUT_CASES = [dict(n=1 << 24)]"))
     req = gproject.request("slow.py::add_relu")
     arch = gpu_runner.device_info().arch
     report = tune(gpu_runner, req, arch, max_configs=12, trials_per_case=2, timed=True)
@@ -172,9 +174,12 @@ def test_compiles_leave_the_device_lock_and_a_screened_config_is_a_cache_hit(tmp
 
 def test_store_past_the_end_and_gradients_on_gpu(tmp_path, gpu_runner):
     from test_verdicts import SCALE
-    p = Project(tmp_path).write("ref.py", BIG)
+    # A length that is not a multiple of the block: the last program's store reaches one past
+    # the end (on a multiple of the block, `offs <= n` never does, and the kernel is right).
+    p = Project(tmp_path).write("ref.py", ADD_RELU.replace("INPUT_CASES = [dict(n=300), dict(n=2048)]",
+                                                           "INPUT_CASES = [dict(n=(1 << 16) + 3)]"))
     p.write("oob.py", kernel_variant(store_mask="offs <= n"))
-    r = p.evaluate(gpu_runner, "ref.py::add_relu", "oob.py::add_relu", trials=1, cases=[1])
+    r = p.evaluate(gpu_runner, "ref.py::add_relu", "oob.py::add_relu", trials=1)
     assert r.status == "mismatch" and "writes outside its tensors" in r.cases[0].detail, r.message
     p.write("scale.py", SCALE.format(backward_factor="2.0"))
     p.write("scale_bad.py", SCALE.format(backward_factor="3.0"))
