@@ -387,6 +387,34 @@ def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
     return out
 
 
+def numbers(obj: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, value) for every plain number (int, float, complex; not bool) in a structure, in
+    a fixed order: what a test returns from ``.item()`` or ``.norm().item()``."""
+    if isinstance(obj, (int, float, complex)) and not isinstance(obj, bool):
+        return [(path, obj)]
+    out: list[tuple[str, Any]] = []
+    if isinstance(obj, (list, tuple)):
+        for i, o in enumerate(obj):
+            out += numbers(o, f"{path}[{i}]")
+    elif isinstance(obj, dict):
+        for k in obj:
+            out += numbers(obj[k], f"{path}[{k!r}]")
+    return out
+
+
+def varying_numbers(run_a: Any, run_b: Any, tols=None) -> list[tuple[str, Any, Any]]:
+    """(path, value in run A, value in run B) for the plain numbers where two runs of the same
+    code on the same inputs disagree beyond the tolerance. A number cannot be left out in part:
+    one that varies has no right value at all."""
+    from .compare import compare
+    b_numbers = dict(numbers(run_b))
+    out = []
+    for path, a in numbers(run_a):
+        if path in b_numbers and not compare(a, b_numbers[path], tols).ok:
+            out.append((path, a, b_numbers[path]))
+    return out
+
+
 def merge_masks(unwritten_masks: dict, varying_masks: dict) -> dict:
     """One mask dict (per path, nested one level as ``{key: {path: mask}}``) of what is left out,
     with each mask's reason: path -> (mask, reason)."""

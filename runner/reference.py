@@ -29,7 +29,7 @@ from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, TooLarge, any_pattern, clone_layout, guard_inputs, leave_out,
-                       leaves, load, merge_masks, save, unwritten, varying)
+                       leaves, load, merge_masks, save, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call
 from .units import separator_line
@@ -296,6 +296,14 @@ class ReferenceSide(Side):
             for k in rec:
                 if k not in again:
                     continue
+                numbers = varying_numbers(rec[k], again[k], self.opts.tolerance)
+                if numbers:  # a number that varies is all of it: nothing there can be checked
+                    path, a, b = numbers[0]
+                    more = f" (and {len(numbers) - 1} more number(s))" if len(numbers) > 1 else ""
+                    return Comparison().fail(
+                        f"the original's own results differ between runs on the same inputs: {_key_label(k)}{path}: "
+                        f"{a!r}, then {b!r}{more}; there is no one right answer to check against (a race, "
+                        "atomics, or a read of memory the original never wrote?)"), notes
                 for p, m in varying(rec[k], again[k], self.opts.tolerance).items():
                     if p in masks.get(k, {}):
                         m = m & ~masks[k][p].to(m.device)  # unwritten already: left out anyway
@@ -476,6 +484,12 @@ def _mostly(rec: dict, varies: dict) -> str:
             if m is not None and t.numel() and int(m.sum()) * 2 > t.numel():
                 return f"{key}{path}: {int(m.sum()):,} of {t.numel():,} elements"
     return ""
+
+
+def _key_label(key: str) -> str:
+    """How a record's part is named in a message."""
+    return {"return": "test result", "output": "output", "grads": "gradients", "calls": "calls",
+            "inputs_after": "inputs after the call"}.get(key, key)
 
 
 def _sub_masks(masks: dict, prefix: str) -> dict:

@@ -391,3 +391,43 @@ def test_autotuned_kernels_are_checked_with_the_config_the_original_chose(tmp_pa
                                                            'triton.Config({"SCALE": 2}, num_warps=2)'))
     r = p.evaluate(runner, "ref.py::scaled", "other.py::scaled")
     assert r.status == "mismatch" and "other.py::scale_kernel" not in str(r.flags), r.message
+
+
+HALF_WRITTEN_NORM = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def copy(x):
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv({written}, 128),)](x, out, {written}, BLOCK=128)
+    return out
+
+
+''' + "#" * 146 + '''
+
+
+def test_norm():
+    x = torch.randn(256, device="cuda")
+    return {{"norm": copy(x).norm().item()}}   # a plain float, as TritonBench tests return
+'''
+
+
+def test_a_number_the_original_gives_other_values_on_each_run_is_said_so_not_a_bare_mismatch(tmp_path, runner):
+    # The original leaves half of its output unwritten and the test returns a float computed
+    # from all of it: the float depends on memory nobody wrote. A float cannot be left out in part.
+    p = Project(tmp_path)
+    p.write("task.py", HALF_WRITTEN_NORM.format(written="x.numel() // 2"))
+    p.write("cand.py", HALF_WRITTEN_NORM.format(written="x.numel()"))
+    r = p.evaluate(runner, "task.py::copy", "cand.py::copy", trials=1)
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "the original's own results differ between runs on the same inputs: test result['norm']: nan, then" \
+        in r.cases[0].detail, r.cases[0].detail
