@@ -210,7 +210,8 @@ class ReferenceSide(Side):
             raise self.failure(e, "reference", f"{self.req.target.symbol} on case '{label}'") from None
         self.expected[(case, trial)] = (rec, masks, call)
         self.save_autotune_choices()
-        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob")}
+        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob"),
+                "reads_outside": rec.get("reads_outside")}
 
     def run_test(self, case: int, trial: int, seed: int) -> dict:
         test = self.tests[case]
@@ -247,7 +248,7 @@ class ReferenceSide(Side):
         elif first is not None:
             shapes = f"{first['fn']}(...)"
         return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "shapes": shapes,
-                "raised": rec.get("message"), "oob": rec.get("oob")}
+                "raised": rec.get("message"), "oob": rec.get("oob"), "reads_outside": rec.get("reads_outside")}
 
     def save_autotune_choices(self) -> None:
         """What the original's autotuners chose, for the candidate's process (``autotune_pin``)."""
@@ -276,7 +277,8 @@ class ReferenceSide(Side):
         c = self.compare_record(rec, got, masks, call, notes)
         if not c.ok and not c.structure:
             c, notes = self.recheck(case, trial, rec, masks, call, out, c, notes)
-        return {"passed": c.ok, "detail": c.detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
+        detail = c.detail if c.ok else _with_reads(c.detail, rec, got)
+        return {"passed": c.ok, "detail": detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
                 "left_out": notes}
 
     def recheck(self, case: int, trial: int, rec: dict, masks: dict, call: Optional[Call], out: str,
@@ -484,6 +486,18 @@ def _mostly(rec: dict, varies: dict) -> str:
             if m is not None and t.numel() and int(m.sum()) * 2 > t.numel():
                 return f"{key}{path}: {int(m.sum()):,} of {t.numel():,} elements"
     return ""
+
+
+def _with_reads(detail: str, rec: dict, got: dict) -> str:
+    """A mismatch's detail, with the reads outside their tensors that may explain it (CPU
+    interpreter): what lies there is no tensor's data, and changes with the process's memory."""
+    ref, cand = rec.get("reads_outside") or [], got.get("reads_outside") or []
+    if ref:
+        return (f"{detail}; the original reads outside its tensors ({'; '.join(map(str, ref[:2]))}): its "
+                "results depend on memory that holds no tensor's data, so they have no one right value")
+    if cand and isinstance(cand, list):
+        return f"{detail}; the candidate reads outside its tensors ({'; '.join(map(str, cand[:2]))})"
+    return detail
 
 
 def _key_label(key: str) -> str:

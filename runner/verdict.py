@@ -116,6 +116,11 @@ class Verdict:
             note = f"{cr.label}: the original writes outside its tensors ({b})"
             if not any(f.message == note for f in self.result.flags):
                 self.flag("reference_note", "warning", note)
+        for b in reply.get("reads_outside") or []:
+            note = (f"{cr.label}: the original reads outside its tensors ({b}): what it reads there is no "
+                    "tensor's data, and its results may change with it")
+            if not any(f.message == note for f in self.result.flags):
+                self.flag("reference_note", "warning", note)
         if reply.get("raised"):
             note = f"{cr.label} fails on the original code: {reply['raised']}"
             if not any(f.message == note for f in self.result.flags):

@@ -431,3 +431,66 @@ def test_a_number_the_original_gives_other_values_on_each_run_is_said_so_not_a_b
     assert r.status == "mismatch" and not r.correct, r.message
     assert "the original's own results differ between runs on the same inputs: test result['norm']: nan, then" \
         in r.cases[0].detail, r.cases[0].detail
+
+
+GRAD_WITH_INPUT_STRIDES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mul_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs * stride, mask=mask) * 2.0, mask=mask)
+
+
+def _mul(x, stride):
+    out = torch.empty(x.shape, device=x.device)
+    mul_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), stride, BLOCK=128)
+    return out
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.stride = x.stride(0)
+        return _mul(x, x.stride(0))
+
+    @staticmethod
+    def backward(ctx, g):
+        # The gradient read with the input's strides: the gradient of .sum() is one element
+        # expanded (stride 0), so this reads far past its end.
+        return _mul(g, ctx.stride)
+
+
+def double(x):
+    return Double.apply(x)
+
+
+''' + "#" * 146 + '''
+
+
+def test_double():
+    x = torch.randn(300, device="cuda", requires_grad=True)
+    double(x).sum().backward()
+    return {"grad": x.grad}
+'''
+
+
+def test_an_original_that_reads_outside_its_tensors_is_said_so(tmp_path, runner):
+    # TritonBench's chunk_linear_attn and parallel_attention read the gradient of .sum() (one
+    # element, expanded) with another tensor's strides; chunk_gated_attention reads k past its
+    # end. What they compute from there changes with the memory around the tensors.
+    p = Project(tmp_path)
+    p.write("task.py", GRAD_WITH_INPUT_STRIDES)
+    r = p.evaluate(runner, "task.py::double", trials=1)
+    notes = [f.message for f in r.flags if f.code == "reference_note"]
+    assert any("the original reads outside its tensors (mul_kernel reads 299 element(s) outside the tensors "
+               "it is given, up to 1,196 bytes past the end of one)" in n for n in notes), (r.message, notes)
+    # A kernel that reads only its own elements is not flagged.
+    p.write("task.py", GRAD_WITH_INPUT_STRIDES.replace("return _mul(g, ctx.stride)",
+                                                       "return _mul(g.contiguous(), 1)"))
+    r = p.evaluate(runner, "task.py::double", trials=1)
+    assert r.correct and not [f for f in r.flags if f.code == "reference_note"], (r.message, r.flags)
