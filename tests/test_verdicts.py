@@ -494,3 +494,27 @@ def test_an_original_that_reads_outside_its_tensors_is_said_so(tmp_path, runner)
                                                        "return _mul(g.contiguous(), 1)"))
     r = p.evaluate(runner, "task.py::double", trials=1)
     assert r.correct and not [f for f in r.flags if f.code == "reference_note"], (r.message, r.flags)
+
+
+def test_a_self_check_that_differs_after_timing_is_the_original_disagreeing_with_itself(tmp_path):
+    # On a GPU the last run after timing is compared again. Checked against itself, a run that
+    # differs there is the original's own race (TritonBench's rotary_emb_nopad: 30 programs store
+    # different values to the same rows of its cache), not a candidate that changes when timed.
+    from runner.schema import EvalOptions
+    from runner.source import build_request
+    from runner.verdict import Verdict
+    p = Project(tmp_path)
+    p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
+    for candidate in (None, "cand.py::scale"):
+        req, _, _ = build_request("ref.py::scale", candidate, EvalOptions(trials=1), root=tmp_path, cwd=tmp_path)
+        v = Verdict(req, None)
+        v.loaded_reference({"cases": [{"index": 0, "label": "case 0"}], "convention": "cases"})
+        v.judged(0, 0, {"passed": True}, 0)
+        v.changed_when_timed(0, "output[3]: 1.5, expected 2")
+        r = v.finish()
+        if candidate is None:
+            assert r.status == "mismatch" and not r.correct, r.message
+            assert "the original's own results differ between runs on case 'case 0'" in r.message, r.message
+            assert "nondeterministic_original" in flag_codes(r, "warning") and "changes_when_timed" not in flag_codes(r)
+        else:
+            assert r.status == "rejected" and "changes_when_timed" in flag_codes(r, "reject"), r.message
