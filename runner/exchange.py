@@ -296,17 +296,60 @@ class Allocations(TorchDispatchMode):
     ``torch.randn`` and ``torch.zeros``) is placed between guard bands; uninitialised
     floating-point ones are filled with a byte pattern, so that an element nothing wrote is the
     pattern, never a stale value (integer and boolean ones with zeros, as fresh memory).
-    ``breaches()`` lists allocations whose guard bands were written. Allocations made inside a
+    ``breaches()`` lists allocations whose guard bands were written; under the CPU interpreter,
+    ``outside_reads()`` the kernels that read outside the tensors they are given (guard bands
+    included: they are no tensor's data). Allocations made inside a
     Triton launch (the CPU interpreter's own) are left alone. With ``max_elements``, a
     tensor larger than that stops the code (``TooLarge``): the CPU interpreter would take hours."""
 
-    def __init__(self, byte: int, launches=None, max_elements: Optional[int] = None, guard: bool = True):
+    def __init__(self, byte: int, launches=None, max_elements: Optional[int] = None, guard: bool = True,
+                 inputs: Any = None):
         super().__init__()
         self.byte = byte
         self.launches = launches
         self.max_elements = max_elements
         self.guard = guard
         self.guarded: list[Guarded] = []
+        # storage address -> the bytes of it that are the tensor's own (between its guard bands):
+        # the inputs' storages (``guard_inputs``) and what the code allocates here.
+        self.own: dict[int, tuple[int, int]] = {}
+        for _, t in leaves(inputs):
+            if t.layout == torch.strided and t.untyped_storage().nbytes() >= 2 * PAD_BYTES:
+                st = t.untyped_storage()
+                self.own[st.data_ptr()] = (st.data_ptr() + PAD_BYTES, st.data_ptr() + st.nbytes() - PAD_BYTES)
+        self.reads_from = 0
+        self.reads: list[str] = []
+
+    def __enter__(self):
+        if self.launches is not None:
+            self.launches.own_bytes = self.own_bytes
+            self.reads_from = len(self.launches.outside_reads)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if self.launches is not None:
+            self.launches.own_bytes = None
+            self.reads = self._summarize(self.launches.outside_reads[self.reads_from:])
+            del self.launches.outside_reads[self.reads_from:]
+        return super().__exit__(*exc)
+
+    def own_bytes(self, base: int, nbytes: int) -> Optional[tuple[int, int]]:
+        return self.own.get(base)
+
+    def outside_reads(self) -> list[str]:
+        """What the code's kernels read outside the tensors they were given (CPU interpreter only),
+        one line per kernel."""
+        return list(self.reads)
+
+    @staticmethod
+    def _summarize(reads: list) -> list[str]:
+        per: dict[str, list[int]] = {}
+        for kernel, n, past in reads:
+            k = per.setdefault(kernel, [0, 0])
+            k[0], k[1] = k[0] + n, max(k[1], past)
+        return [f"{kernel} reads {n:,} element(s) outside the tensors it is given"
+                + (f", up to {past:,} bytes past the end of one" if past else "")
+                for kernel, (n, past) in per.items()]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -332,6 +375,8 @@ class Allocations(TorchDispatchMode):
             if self.guard and out.numel() > 0:
                 new, g = guarded_empty(out, fill if empty else None)
                 self.guarded.append(g)
+                base = g.u8.untyped_storage().data_ptr()
+                self.own[base] = (base + g.lo, base + g.hi)
                 return new
             if empty:
                 try:
@@ -384,6 +429,34 @@ def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
         m = outside(a, b_leaves.get(path), tols)
         if m is not None and bool(m.any()):
             out[path] = m
+    return out
+
+
+def numbers(obj: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, value) for every plain number (int, float, complex; not bool) in a structure, in
+    a fixed order: what a test returns from ``.item()`` or ``.norm().item()``."""
+    if isinstance(obj, (int, float, complex)) and not isinstance(obj, bool):
+        return [(path, obj)]
+    out: list[tuple[str, Any]] = []
+    if isinstance(obj, (list, tuple)):
+        for i, o in enumerate(obj):
+            out += numbers(o, f"{path}[{i}]")
+    elif isinstance(obj, dict):
+        for k in obj:
+            out += numbers(obj[k], f"{path}[{k!r}]")
+    return out
+
+
+def varying_numbers(run_a: Any, run_b: Any, tols=None) -> list[tuple[str, Any, Any]]:
+    """(path, value in run A, value in run B) for the plain numbers where two runs of the same
+    code on the same inputs disagree beyond the tolerance. A number cannot be left out in part:
+    one that varies has no right value at all."""
+    from .compare import compare
+    b_numbers = dict(numbers(run_b))
+    out = []
+    for path, a in numbers(run_a):
+        if path in b_numbers and not compare(a, b_numbers[path], tols).ok:
+            out.append((path, a, b_numbers[path]))
     return out
 
 

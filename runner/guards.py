@@ -82,6 +82,12 @@ class LaunchRecorder:
         self.depth = 0
         self.expected_stream: Optional[int] = None
         self.installed: list[tuple[type, Callable, Callable]] = []
+        # Under the CPU interpreter, while an ``exchange.Allocations`` is active: its map from a
+        # storage to the bytes that are the tensor's own (guard bands left out), and the reads
+        # that fell outside every tensor a launch was given ((kernel, elements, bytes past)).
+        self.own_bytes: Optional[Callable[[int, int], Optional[tuple[int, int]]]] = None
+        self.outside_reads: list[tuple[str, int, int]] = []
+        self._regions: Optional[tuple[Any, Any, str]] = None
 
     def install(self) -> None:
         classes = []
@@ -100,6 +106,11 @@ class LaunchRecorder:
             wrapped = self._wrap(orig)
             cls.run = wrapped
             self.installed.append((cls, orig, wrapped))
+        try:
+            from triton.runtime.interpreter import InterpreterBuilder
+            InterpreterBuilder.create_masked_load = self._wrap_load(InterpreterBuilder.create_masked_load)
+        except Exception:
+            pass
 
     def note_signature(self, side: str, name: str, raw_fn: Any, args: tuple, kwargs: dict,
                        no_specialize: frozenset = frozenset()) -> None:
@@ -142,6 +153,11 @@ class LaunchRecorder:
                 recorder.launches[recorder.side].append(Launch(
                     kernel=name, file=code.co_filename if code else "?", side_stream=side_stream))
                 recorder.note_signature(recorder.side, name, inner, args, kwargs, _not_specialized(fn_self))
+            if recorder.depth == 0 and recorder.own_bytes is not None and \
+                    type(fn_self).__name__ == "InterpretedFunction":
+                inner = getattr(fn_self, "fn", None)
+                recorder._regions = _regions(args, kwargs, recorder.own_bytes,
+                                             getattr(inner, "__name__", type(fn_self).__name__))
             recorder.depth += 1
             try:
                 if recorder.depth == 1:
@@ -152,8 +168,89 @@ class LaunchRecorder:
                 return orig(fn_self, *args, **kwargs)
             finally:
                 recorder.depth -= 1
+                if recorder.depth == 0:
+                    recorder._regions = None
 
         return run
+
+    def _wrap_load(self, orig: Callable) -> Callable:
+        """The interpreter's loads (plain, masked and block-pointer loads all come here): the
+        addresses a launch reads that lie in none of the tensors it was given."""
+        recorder = self
+
+        @functools.wraps(orig)
+        def load(builder, ptrs, mask, *args, **kwargs):
+            regions = recorder._regions
+            if regions is not None:
+                try:
+                    _check_reads(recorder, regions, ptrs, mask)
+                except Exception:
+                    pass
+            return orig(builder, ptrs, mask, *args, **kwargs)
+
+        return load
+
+
+def _launch_tensors(obj: Any, out: list) -> bool:
+    """The tensors among a launch's arguments (in tuples, tensor wrappers and descriptors too);
+    False when an argument holds memory of a kind not known here (then nothing is checked)."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+        return True
+    if isinstance(obj, (tuple, list)):
+        return all(_launch_tensors(o, out) for o in obj)
+    base = getattr(obj, "base", None)
+    if isinstance(base, torch.Tensor):
+        out.append(base)
+        return True
+    return not hasattr(obj, "data_ptr")
+
+
+def _regions(args: tuple, kwargs: dict, own_bytes: Callable, kernel: str):
+    """Sorted, merged [start, end) byte ranges of the tensors a launch was given, as numpy arrays,
+    and the kernel's name; None when they cannot all be known."""
+    import numpy as np
+    found: list = []
+    if not all(_launch_tensors(a, found) for a in list(args) + list(kwargs.values())):
+        return None
+    spans = []
+    for t in found:
+        if t.layout != torch.strided or t.device.type != "cpu":
+            return None
+        st = t.untyped_storage()
+        base, n = st.data_ptr(), st.nbytes()
+        spans.append(own_bytes(base, n) or (base, base + n))
+    spans.sort()
+    merged: list[list[int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    los = np.array([m[0] for m in merged], dtype=np.uint64)
+    his = np.array([m[1] for m in merged], dtype=np.uint64)
+    return los, his, kernel
+
+
+def _check_reads(recorder: "LaunchRecorder", regions, ptrs, mask) -> None:
+    import numpy as np
+    los, his, kernel = regions
+    p = np.asarray(ptrs.data)
+    m = np.broadcast_to(np.asarray(mask.data, dtype=bool), p.shape) if mask is not None else None
+    p = (p[m] if m is not None else p.reshape(-1)).astype(np.uint64)
+    if p.size == 0:
+        return
+    item = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    if not len(los):
+        recorder.outside_reads.append((kernel, int(p.size), 0))
+        return
+    idx = np.searchsorted(los, p, side="right").astype(np.int64) - 1
+    inside = (idx >= 0) & (p + np.uint64(item) <= his[np.maximum(idx, 0)])
+    if bool(inside.all()):
+        return
+    bad, where = p[~inside], idx[~inside]
+    past = np.where(where >= 0, bad.astype(np.int64) + item - his[np.maximum(where, 0)].astype(np.int64), 0)
+    recorder.outside_reads.append((kernel, int(bad.size), int(past.max()) if past.size else 0))
 
 
 def _no_dispatch_modes():

@@ -29,7 +29,7 @@ from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, TooLarge, any_pattern, clone_layout, guard_inputs, leave_out,
-                       leaves, load, merge_masks, save, unwritten, varying)
+                       leaves, load, merge_masks, save, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call
 from .units import separator_line
@@ -223,7 +223,8 @@ class ReferenceSide(Side):
             raise self.failure(e, "reference", f"{self.req.target.symbol} on case '{label}'") from None
         self.expected[(case, trial)] = (rec, masks, call)
         self.save_autotune_choices()
-        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob")}
+        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob"),
+                "reads_outside": rec.get("reads_outside")}
 
     def run_test(self, case: int, trial: int, seed: int) -> dict:
         test = self.tests[case]
@@ -260,7 +261,7 @@ class ReferenceSide(Side):
         elif first is not None:
             shapes = f"{first['fn']}(...)"
         return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "shapes": shapes,
-                "raised": rec.get("message"), "oob": rec.get("oob")}
+                "raised": rec.get("message"), "oob": rec.get("oob"), "reads_outside": rec.get("reads_outside")}
 
     def save_autotune_choices(self) -> None:
         """What the original's autotuners chose, for the candidate's process (``autotune_pin``)."""
@@ -289,7 +290,8 @@ class ReferenceSide(Side):
         c = self.compare_record(rec, got, masks, call, notes)
         if not c.ok and not c.structure:
             c, notes = self.recheck(case, trial, rec, masks, call, out, c, notes)
-        return {"passed": c.ok, "detail": c.detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
+        detail = c.detail if c.ok else _with_reads(c.detail, rec, got)
+        return {"passed": c.ok, "detail": detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
                 "left_out": notes}
 
     def recheck(self, case: int, trial: int, rec: dict, masks: dict, call: Optional[Call], out: str,
@@ -309,6 +311,14 @@ class ReferenceSide(Side):
             for k in rec:
                 if k not in again:
                     continue
+                numbers = varying_numbers(rec[k], again[k], self.opts.tolerance)
+                if numbers:  # a number that varies is all of it: nothing there can be checked
+                    path, a, b = numbers[0]
+                    more = f" (and {len(numbers) - 1} more number(s))" if len(numbers) > 1 else ""
+                    return Comparison().fail(
+                        f"the original's own results differ between runs on the same inputs: {_key_label(k)}{path}: "
+                        f"{a!r}, then {b!r}{more}; there is no one right answer to check against (a race, "
+                        "atomics, or a read of memory the original never wrote?)"), notes
                 for p, m in varying(rec[k], again[k], self.opts.tolerance).items():
                     if p in masks.get(k, {}):
                         m = m & ~masks[k][p].to(m.device)  # unwritten already: left out anyway
@@ -489,6 +499,24 @@ def _mostly(rec: dict, varies: dict) -> str:
             if m is not None and t.numel() and int(m.sum()) * 2 > t.numel():
                 return f"{key}{path}: {int(m.sum()):,} of {t.numel():,} elements"
     return ""
+
+
+def _with_reads(detail: str, rec: dict, got: dict) -> str:
+    """A mismatch's detail, with the reads outside their tensors that may explain it (CPU
+    interpreter): what lies there is no tensor's data, and changes with the process's memory."""
+    ref, cand = rec.get("reads_outside") or [], got.get("reads_outside") or []
+    if ref:
+        return (f"{detail}; the original reads outside its tensors ({'; '.join(map(str, ref[:2]))}): its "
+                "results depend on memory that holds no tensor's data, so they have no one right value")
+    if cand and isinstance(cand, list):
+        return f"{detail}; the candidate reads outside its tensors ({'; '.join(map(str, cand[:2]))})"
+    return detail
+
+
+def _key_label(key: str) -> str:
+    """How a record's part is named in a message."""
+    return {"return": "test result", "output": "output", "grads": "gradients", "calls": "calls",
+            "inputs_after": "inputs after the call"}.get(key, key)
 
 
 def _sub_masks(masks: dict, prefix: str) -> dict:

@@ -143,14 +143,14 @@ class Side:
         """Unit ``symbol``: one call of ``fn`` on ``call`` (which it may modify)."""
         torch = self.torch
         seed_all(seed + 7)  # the random state at the call is the same on both sides
-        alloc = Allocations(byte, self.launches)
+        flat = list(call.args) + list(call.kwargs.values())
+        alloc = Allocations(byte, self.launches, inputs=flat)
         with self.trees.device_ctx(), alloc, (ops if ops is not None else _null()):
             out = fn(*call.args, **call.kwargs)
             grads = self.gradients(out, call, seed)
         self.sync()
-        flat = list(call.args) + list(call.kwargs.values())
         rec = {"output": to_plain(out), "inputs_after": to_plain(flat), "grads": grads,
-               "oob": alloc.breaches() + input_breaches(flat)}
+               "oob": alloc.breaches() + input_breaches(flat), "reads_outside": alloc.outside_reads()}
         del out
         return rec
 
@@ -233,7 +233,8 @@ class Side:
                 setattr(module, name, fn)
             if ops is not None:
                 ops.active = True
-        return {"return": to_plain(ret), "calls": calls, "oob": alloc.breaches()}, timed
+        return {"return": to_plain(ret), "calls": calls, "oob": alloc.breaches(),
+                "reads_outside": alloc.outside_reads()}, timed
 
     # ----------------------------------------------------------------- timing (GPU)
 

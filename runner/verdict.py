@@ -116,6 +116,11 @@ class Verdict:
             note = f"{cr.label}: the original writes outside its tensors ({b})"
             if not any(f.message == note for f in self.result.flags):
                 self.flag("reference_note", "warning", note)
+        for b in reply.get("reads_outside") or []:
+            note = (f"{cr.label}: the original reads outside its tensors ({b}): what it reads there is no "
+                    "tensor's data, and its results may change with it")
+            if not any(f.message == note for f in self.result.flags):
+                self.flag("reference_note", "warning", note)
         if reply.get("raised"):
             note = f"{cr.label} fails on the original code: {reply['raised']}"
             if not any(f.message == note for f in self.result.flags):
@@ -287,8 +292,24 @@ class Verdict:
                           "of peak bandwidth, which is not possible if it reads everything once")
 
     def changed_when_timed(self, case: int, detail: str) -> None:
-        self.reject("changes_when_timed", f"after timing, the candidate's output on case "
-                                          f"'{self.cases[case].label}' is wrong: {detail}")
+        cr = self.cases[case]
+        if self.self_check:
+            # The "candidate" is the original itself: a run that differs is the original
+            # disagreeing with itself (a race whose winner changed, a read of memory it never
+            # wrote), no candidate's doing.
+            r = self.result
+            cr.passed = False
+            cr.detail = f"after timing, another run of the original differs: {detail}"
+            self.flag("nondeterministic_original", "warning",
+                      f"case '{cr.label}': the original's results differ between runs (after timing: {detail})")
+            if not self.done:
+                r.status, r.correct = "mismatch", False
+                r.message = (f"the original's own results differ between runs on case '{cr.label}': after timing, "
+                             f"another run differs from the first ({detail}); there is no one right answer to check "
+                             "against (a race, atomics, or a read of memory the original never wrote?)")
+                self.done = True
+            return
+        self.reject("changes_when_timed", f"after timing, the candidate's output on case '{cr.label}' is wrong: {detail}")
 
     # ----------------------------------------------------------------- the end
 

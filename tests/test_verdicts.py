@@ -391,3 +391,130 @@ def test_autotuned_kernels_are_checked_with_the_config_the_original_chose(tmp_pa
                                                            'triton.Config({"SCALE": 2}, num_warps=2)'))
     r = p.evaluate(runner, "ref.py::scaled", "other.py::scaled")
     assert r.status == "mismatch" and "other.py::scale_kernel" not in str(r.flags), r.message
+
+
+HALF_WRITTEN_NORM = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def copy(x):
+    out = torch.empty_like(x)
+    copy_kernel[(triton.cdiv({written}, 128),)](x, out, {written}, BLOCK=128)
+    return out
+
+
+''' + "#" * 146 + '''
+
+
+def test_norm():
+    x = torch.randn(256, device="cuda")
+    return {{"norm": copy(x).norm().item()}}   # a plain float, as TritonBench tests return
+'''
+
+
+def test_a_number_the_original_gives_other_values_on_each_run_is_said_so_not_a_bare_mismatch(tmp_path, runner):
+    # The original leaves half of its output unwritten and the test returns a float computed
+    # from all of it: the float depends on memory nobody wrote. A float cannot be left out in part.
+    p = Project(tmp_path)
+    p.write("task.py", HALF_WRITTEN_NORM.format(written="x.numel() // 2"))
+    p.write("cand.py", HALF_WRITTEN_NORM.format(written="x.numel()"))
+    r = p.evaluate(runner, "task.py::copy", "cand.py::copy", trials=1)
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "the original's own results differ between runs on the same inputs: test result['norm']: nan, then" \
+        in r.cases[0].detail, r.cases[0].detail
+
+
+GRAD_WITH_INPUT_STRIDES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mul_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs * stride, mask=mask) * 2.0, mask=mask)
+
+
+def _mul(x, stride):
+    out = torch.empty(x.shape, device=x.device)
+    mul_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), stride, BLOCK=128)
+    return out
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.stride = x.stride(0)
+        return _mul(x, x.stride(0))
+
+    @staticmethod
+    def backward(ctx, g):
+        # The gradient read with the input's strides: the gradient of .sum() is one element
+        # expanded (stride 0), so this reads far past its end.
+        return _mul(g, ctx.stride)
+
+
+def double(x):
+    return Double.apply(x)
+
+
+''' + "#" * 146 + '''
+
+
+def test_double():
+    x = torch.randn(300, device="cuda", requires_grad=True)
+    double(x).sum().backward()
+    return {"grad": x.grad}
+'''
+
+
+def test_an_original_that_reads_outside_its_tensors_is_said_so(tmp_path, runner):
+    # TritonBench's chunk_linear_attn and parallel_attention read the gradient of .sum() (one
+    # element, expanded) with another tensor's strides; chunk_gated_attention reads k past its
+    # end. What they compute from there changes with the memory around the tensors.
+    p = Project(tmp_path)
+    p.write("task.py", GRAD_WITH_INPUT_STRIDES)
+    r = p.evaluate(runner, "task.py::double", trials=1)
+    notes = [f.message for f in r.flags if f.code == "reference_note"]
+    assert any("the original reads outside its tensors (mul_kernel reads 299 element(s) outside the tensors "
+               "it is given, up to 1,196 bytes past the end of one)" in n for n in notes), (r.message, notes)
+    # A kernel that reads only its own elements is not flagged.
+    p.write("task.py", GRAD_WITH_INPUT_STRIDES.replace("return _mul(g, ctx.stride)",
+                                                       "return _mul(g.contiguous(), 1)"))
+    r = p.evaluate(runner, "task.py::double", trials=1)
+    assert r.correct and not [f for f in r.flags if f.code == "reference_note"], (r.message, r.flags)
+
+
+def test_a_self_check_that_differs_after_timing_is_the_original_disagreeing_with_itself(tmp_path):
+    # On a GPU the last run after timing is compared again. Checked against itself, a run that
+    # differs there is the original's own race (TritonBench's rotary_emb_nopad: 30 programs store
+    # different values to the same rows of its cache), not a candidate that changes when timed.
+    from runner.schema import EvalOptions
+    from runner.source import build_request
+    from runner.verdict import Verdict
+    p = Project(tmp_path)
+    p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
+    for candidate in (None, "cand.py::scale"):
+        req, _, _ = build_request("ref.py::scale", candidate, EvalOptions(trials=1), root=tmp_path, cwd=tmp_path)
+        v = Verdict(req, None)
+        v.loaded_reference({"cases": [{"index": 0, "label": "case 0"}], "convention": "cases"})
+        v.judged(0, 0, {"passed": True}, 0)
+        v.changed_when_timed(0, "output[3]: 1.5, expected 2")
+        r = v.finish()
+        if candidate is None:
+            assert r.status == "mismatch" and not r.correct, r.message
+            assert "the original's own results differ between runs on case 'case 0'" in r.message, r.message
+            assert "nondeterministic_original" in flag_codes(r, "warning") and "changes_when_timed" not in flag_codes(r)
+        else:
+            assert r.status == "rejected" and "changes_when_timed" in flag_codes(r, "reject"), r.message
