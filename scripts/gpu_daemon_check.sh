@@ -39,8 +39,9 @@ timeout 360 "$PY" scripts/daemon_load.py --out "$OUT" --device auto --clients "$
 load_rc=${PIPESTATUS[0]}
 [ "$load_rc" -eq 0 ] || rc=1
 
-# The CPU tests of the daemon and its client, on this box's Python (pytest-timeout may be absent).
-timeout 180 "$PY" -m pytest -q -p no:cacheprovider tests/test_daemon.py tests/test_remote.py \
+# The CPU tests of the daemon and its client, on this box's Python (pytest-timeout and
+# pytest-xdist may be absent: no addopts; these files have no gpu tests to deselect).
+timeout 180 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/test_daemon.py tests/test_remote.py \
   > "$OUT/daemon_tests.txt" 2>&1
 tests_rc=$?
 tail -3 "$OUT/daemon_tests.txt"

@@ -1,4 +1,4 @@
-"""GPU checks of the runner (CUDA or ROCm). Run on a GPU box: ``pytest -m gpu``."""
+"""GPU checks of the runner (CUDA or ROCm). Run on a GPU box: ``pytest -m gpu -n 0``."""
 
 from __future__ import annotations
 
