@@ -28,8 +28,9 @@ from typing import Any, Optional
 from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
-from .exchange import (PATTERN_A, PATTERN_B, TooLarge, any_pattern, clone_layout, guard_inputs, leave_out,
-                       leaves, load, merge_masks, save, unwritten, varying, varying_numbers)
+from .exchange import (PATTERN_A, PATTERN_B, RERUN_CANARIES, TooLarge, any_pattern, clone_layout, float_canary,
+                       guard_inputs, leave_out, leaves, load, merge_masks, refill_bands, save, unwritten, varying,
+                       varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call
 from .units import separator_line
@@ -303,8 +304,8 @@ class ReferenceSide(Side):
         varies: dict = {}
         # The interpreter runs a kernel's programs one after another, the same way every time:
         # one more run shows what varies there; on a GPU a race may show only now and then.
-        for _ in range(1 if self.interp else RERUNS):
-            again = self.rerun(case, trial, call)
+        for k in range(1 if self.interp else RERUNS):
+            again = self.rerun(case, trial, call, RERUN_CANARIES[k % len(RERUN_CANARIES)])
             if not again:
                 break
             grew = False
@@ -318,7 +319,8 @@ class ReferenceSide(Side):
                     return Comparison().fail(
                         f"the original's own results differ between runs on the same inputs: {_key_label(k)}{path}: "
                         f"{a!r}, then {b!r}{more}; there is no one right answer to check against (a race, "
-                        "atomics, or a read of memory the original never wrote?)"), notes
+                        "atomics, or a read of memory the original never wrote or that lies outside its "
+                        "tensors?)"), notes
                 for p, m in varying(rec[k], again[k], self.opts.tolerance).items():
                     if p in masks.get(k, {}):
                         m = m & ~masks[k][p].to(m.device)  # unwritten already: left out anyway
@@ -334,7 +336,7 @@ class ReferenceSide(Side):
                 c = Comparison()
                 return c.fail(f"the original's own results differ between runs on the same inputs: {most}; "
                               "there is no one right answer to check against (a race, atomics, or a read "
-                              "of memory the original never wrote?)"), notes
+                              "of memory the original never wrote or that lies outside its tensors?)"), notes
             again_notes: list[str] = []
             retry = self.compare_record(rec, load(out), merge_masks(masks, varies), call, again_notes)
             c, notes = retry, again_notes  # what is wrong beyond what varies
@@ -347,16 +349,22 @@ class ReferenceSide(Side):
             return self.judge_test(rec, got, masks, notes)
         return self.judge_call(rec, got, masks, call, notes)
 
-    def rerun(self, case: int, trial: int, call: Optional[Call]) -> dict:
-        """The reference once more on the trial's inputs (under the second allocation pattern):
-        what it gives when nothing but the run changes. {} when it cannot run again."""
+    def rerun(self, case: int, trial: int, call: Optional[Call], canary: int) -> dict:
+        """The reference once more on the trial's inputs (under the second allocation pattern,
+        and another byte in the guard bands beside floating-point tensors): what it gives when
+        nothing but the run, and the memory outside its tensors, changes. {} when it cannot run
+        again."""
         seed = self.seed(case, trial)
         fn = self.function() if self.unit != "tests" else None
         try:
-            if self.unit == "tests":
-                again, _ = self.record_test(self.module, self.req.target.path, self.tests[case], seed, PATTERN_B)
-            else:
-                again = self.record_call(fn, clone_call(call), seed, PATTERN_B)
+            with float_canary(canary):
+                if self.unit == "tests":
+                    again, _ = self.record_test(self.module, self.req.target.path, self.tests[case], seed,
+                                                PATTERN_B)
+                else:
+                    c = clone_call(call)
+                    refill_bands((tuple(c.args), dict(c.kwargs)))
+                    again = self.record_call(fn, c, seed, PATTERN_B)
         except Failure:
             raise
         except BaseException:

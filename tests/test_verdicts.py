@@ -518,3 +518,49 @@ def test_a_self_check_that_differs_after_timing_is_the_original_disagreeing_with
             assert "nondeterministic_original" in flag_codes(r, "warning") and "changes_when_timed" not in flag_codes(r)
         else:
             assert r.status == "rejected" and "changes_when_timed" in flag_codes(r, "reject"), r.message
+
+
+PEEK = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def peek_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr + offs + 1, mask={read_mask}, other=1.0)
+    tl.store(out_ptr + offs, {value}, mask=m)
+
+
+def peek(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    peek_kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64)
+    return out
+
+
+INPUT_CASES = [dict(n=100)]
+
+
+def get_inputs(n=100):
+    return [torch.rand(n, device="cuda") + 1.0]
+'''
+
+
+def test_what_the_original_computes_from_outside_its_tensors_is_left_out(tmp_path, runner):
+    # The original's last element is 1 / (the element after x's end): a value of the memory
+    # around x, not of x (TritonBench's chunk_delta_fwd and chunk_gated_attention read rows past
+    # their tensors). Its rerun on a mismatch puts another byte around the tensors: what changes
+    # with it has no one right value and is left out; everything else is still checked.
+    p = Project(tmp_path)
+    p.write("ref.py", PEEK.format(read_mask="m", value="1.0 / v"))
+    assert p.evaluate(runner, "ref.py::peek", trials=1).correct
+    p.write("good.py", PEEK.format(read_mask="offs + 1 < n", value="1.0 / v"))
+    r = p.evaluate(runner, "ref.py::peek", "good.py::peek", trials=1)
+    assert r.status == "ok" and r.correct, r.message
+    assert "nondeterministic_original" in flag_codes(r, "warning"), r.flags
+    p.write("bad.py", PEEK.format(read_mask="offs + 1 < n", value="1.0 / v + (offs == 0).to(tl.float32)"))
+    r = p.evaluate(runner, "ref.py::peek", "bad.py::peek", trials=1)
+    assert r.status == "mismatch" and not r.correct and "output[0]" in r.message, r.message
