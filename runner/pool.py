@@ -520,7 +520,10 @@ class WorkerPool:
         self._numbers = 0
         self._spares: list[Job] = []
         self._starting = 0
-        self._refs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        # Reference workers kept for their next evaluation: digest -> those at rest (oldest
+        # first), least recently used digest first; at most ``size`` in all, so that evaluations
+        # of one reference run side by side (a tuner's batch) each find one loaded.
+        self._refs: collections.OrderedDict[str, list[Job]] = collections.OrderedDict()
         self._resting: dict[str, int] = {}  # digest -> reference workers still giving back memory
         self._server: Optional[ForkServer] = None
         self._info: Optional[DeviceInfo] = None
@@ -670,9 +673,13 @@ class WorkerPool:
             # A reference worker of this digest still giving back what it held: it is ready
             # sooner than a new one would load.
             end = time.monotonic() + REST_WAIT_S
-            while digest in self._resting and not self._closed and time.monotonic() < end:
+            while (not self._refs.get(digest) and self._resting.get(digest) and not self._closed
+                   and time.monotonic() < end):
                 self._cond.wait(max(0.0, end - time.monotonic()))
-            job = self._refs.pop(digest, None)
+            kept = self._refs.get(digest)
+            job = kept.pop() if kept else None
+            if kept is not None and not kept:
+                del self._refs[digest]
         if job is not None and job.alive():
             return job
         if job is not None:
@@ -712,11 +719,14 @@ class WorkerPool:
             job.close()
             return
         with self._cond:
-            old = self._refs.pop(job.digest, None)
-            self._refs[job.digest] = job
-            evict = [old] if old is not None else []
-            while len(self._refs) > self.size:
-                evict.append(self._refs.popitem(last=False)[1])
+            self._refs.setdefault(job.digest, []).append(job)
+            self._refs.move_to_end(job.digest)
+            evict = []
+            while sum(len(v) for v in self._refs.values()) > self.size:
+                digest, kept = next(iter(self._refs.items()))
+                evict.append(kept.pop(0))
+                if not kept:
+                    del self._refs[digest]
         for j in evict:
             j.close()
 

@@ -87,7 +87,29 @@ def test_the_next_evaluation_of_a_reference_waits_for_its_worker_to_rest(project
         deadline = time.time() + 30
         while pool._resting and time.time() < deadline:
             time.sleep(0.05)
-        assert not pool._resting and len(pool._refs) == 1
-        assert next(iter(pool._refs.values())).uses == 2
+        assert not pool._resting and [len(v) for v in pool._refs.values()] == [1]
+        assert next(iter(pool._refs.values()))[0].uses == 2
+    finally:
+        pool.close()
+
+
+def test_evaluations_of_one_reference_side_by_side_each_keep_a_loaded_reference(project):
+    """A tuner's batch: evaluations of one reference, as many at once as the pool has slots.
+    Each keeps its reference worker for the next, so the reference is loaded once per slot,
+    not once per evaluation."""
+    import concurrent.futures
+    from runner.pool import WorkerPool
+    pool = WorkerPool(size=2, device="interpreter", spares=2)
+    ev = type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})()
+    try:
+        pool.warm(2)
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            results = list(ex.map(lambda _: project.evaluate(ev, "ref.py::add_relu", cases=[0], trials=1), range(6)))
+        assert all(r.status == "ok" and r.correct for r in results), [r.message for r in results]
+        deadline = time.time() + 30
+        while pool._resting and time.time() < deadline:
+            time.sleep(0.05)
+        kept = [j for jobs in pool._refs.values() for j in jobs]
+        assert len(kept) == 2 and sum(j.uses for j in kept) == 6, [j.uses for j in kept]
     finally:
         pool.close()
