@@ -59,24 +59,43 @@ class RWLock:
         self._writer = False
         self._writers_waiting = 0
 
-    def acquire_read(self):
+    def acquire_read(self, until: Optional[float] = None) -> bool:
+        """Held for reading (True), or ``time.monotonic()`` reached ``until`` first (False)."""
         with self._cond:
             while self._writer or self._writers_waiting:
-                self._cond.wait()
+                if not self._wait(until):
+                    return False
             self._readers += 1
+            return True
+
+    def _wait(self, until: Optional[float]) -> bool:
+        if until is None:
+            self._cond.wait()
+            return True
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        self._cond.wait(left)
+        return True
 
     def release_read(self):
         with self._cond:
             self._readers -= 1
             self._cond.notify_all()
 
-    def acquire_write(self):
+    def acquire_write(self, until: Optional[float] = None) -> bool:
+        """Held for writing (True), or ``time.monotonic()`` reached ``until`` first (False)."""
         with self._cond:
             self._writers_waiting += 1
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._writers_waiting -= 1
-            self._writer = True
+            try:
+                while self._writer or self._readers:
+                    if not self._wait(until):
+                        return False
+                self._writer = True
+                return True
+            finally:
+                self._writers_waiting -= 1
+                self._cond.notify_all()  # readers held back by this writer may go on
 
     def release_write(self):
         with self._cond:
@@ -129,6 +148,7 @@ class Job:
         self.where = ""
         self.compile_s = 0.0
         self.wait_s = 0.0
+        self.wait_until: Optional[float] = None  # the latest it may still wait for the device lock
         self.started = time.monotonic()
         threading.Thread(target=self._read_out, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
@@ -230,8 +250,12 @@ class Job:
             nonlocal held
             if gpu and lock in ("read", "write"):
                 t = time.monotonic()
-                pool.device_lock.acquire_read() if lock == "read" else pool.device_lock.acquire_write()
+                acquire = pool.device_lock.acquire_read if lock == "read" else pool.device_lock.acquire_write
+                got = acquire(self.wait_until)
                 self.wait_s += time.monotonic() - t
+                if not got:
+                    raise Stopped("wait", f"waited {self.wait_s:.0f} s in all for the GPU, which other "
+                                          "evaluations held", self)
                 held = lock
 
         def give():
@@ -696,6 +720,7 @@ class WorkerPool:
         if not job.clean or job.uses >= REFERENCE_USES or not job.alive() or job.loaded is None or self._closed:
             job.close()
             return
+        job.wait_until = None  # the next evaluation sets its own
         with self._cond:
             self._resting[job.digest] = self._resting.get(job.digest, 0) + 1
         threading.Thread(target=self._rest, args=(job,), daemon=True).start()
@@ -804,7 +829,17 @@ class WorkerPool:
         # The options are resolved for this evaluation (unit, limits): a copy, since callers
         # share one options record between requests.
         req = dataclasses.replace(req, options=dataclasses.replace(req.options))
-        with self._slots:
+        wait_s = effective_limits(req.options.limits, self.max_limits).wait_s
+        if not self._slots.acquire(timeout=wait_s):
+            return EvalResult(status="timeout", correct=False, id=req.id,
+                              message=f"waited {wait_s:g} s for a free worker slot (limits.wait_s); the runner "
+                                      "was busy with other evaluations",
+                              error=ErrorInfo(kind="wait", side="harness",
+                                              message=f"no worker slot within {wait_s:g} s",
+                                              hint="fewer evaluations at once, more --workers, or a longer "
+                                                   "limits.wait_s"),
+                              duration_s=round(time.monotonic() - t0, 3))
+        try:
             try:
                 ref = self._take_reference(reference_digest(req))
                 cand = self._take_spare()
@@ -813,6 +848,7 @@ class WorkerPool:
                                   error=ErrorInfo(kind="runner_unavailable", side="harness", message=str(e),
                                                   hint="check the runner's Python environment and device"))
             req.options.limits = effective_limits(req.options.limits, self.max_limits)
+            ref.wait_until = cand.wait_until = t0 + req.options.limits.wait_s
             xdir = os.path.join(self.root, "x-" + os.urandom(12).hex())
             os.mkdir(xdir, 0o700)
             try:
@@ -825,3 +861,5 @@ class WorkerPool:
                 shutil.rmtree(xdir, ignore_errors=True)
             result.duration_s = round(time.monotonic() - t0, 3)
             return result
+        finally:
+            self._slots.release()

@@ -76,6 +76,8 @@ class Limits:
     run_s: float = 300.0  # correctness trials
     timing_s: float = 300.0  # GPU timing, measured from when the device lock is granted
     memory_mb: int = 16384  # resident host memory; the worker is killed above it
+    wait_s: float = 3600.0  # waiting for a free worker slot and for the GPU (held by other
+    # evaluations' runs and timing), in all; past it the evaluation ends as a timeout
 
 
 LIMIT_UNITS = {"memory_mb": "MB"}

@@ -287,6 +287,11 @@ class Session:
                                 "raise the limit (--timeout, or [tool.geak.limits]; a runner daemon caps "
                                 "limits at its own ceilings)", log=log)
             self.v.result.status = "timeout"
+        elif s.kind == "wait":
+            self.v.crashed("timeout", "wait", "harness", f"{s.message} (limits.wait_s, "
+                           f"{limits.wait_s:g} s), before the {stage} phase{where} could go on",
+                           hint="fewer evaluations at once on this GPU, or a longer limits.wait_s")
+            self.v.result.status = "timeout"
         elif s.kind == "host_oom":
             self.v.crashed("crashed", "host_oom", side, f"{s.message} in the {stage} phase{where}; the worker was "
                                                         "killed", log=log)

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from conftest import kernel_variant
+from conftest import ADD_RELU, kernel_variant
 from runner.pool import RWLock
 
 
@@ -111,5 +111,52 @@ def test_evaluations_of_one_reference_side_by_side_each_keep_a_loaded_reference(
             time.sleep(0.05)
         kept = [j for jobs in pool._refs.values() for j in jobs]
         assert len(kept) == 2 and sum(j.uses for j in kept) == 6, [j.uses for j in kept]
+    finally:
+        pool.close()
+
+
+def test_the_device_lock_gives_up_at_the_time_asked():
+    lock = RWLock()
+    assert lock.acquire_write()
+    t0 = time.monotonic()
+    assert not lock.acquire_read(time.monotonic() + 0.2) and not lock.acquire_write(time.monotonic() + 0.2)
+    assert 0.35 < time.monotonic() - t0 < 3
+    lock.release_write()
+    # A writer that gave up holds no reader back.
+    assert lock.acquire_read()
+    assert not lock.acquire_write(time.monotonic() + 0.1)
+    got = []
+    th = threading.Thread(target=lambda: got.append(lock.acquire_read(time.monotonic() + 1)))
+    th.start()
+    th.join(2)
+    assert got == [True]
+    lock.release_read()
+    lock.release_read()
+    assert lock.acquire_write(time.monotonic() + 1)
+    lock.release_write()
+
+
+def test_an_evaluation_that_waits_past_its_limit_for_a_slot_ends_as_a_timeout(project):
+    """Evaluations wait for a free worker slot at most ``limits.wait_s`` (a task's budget lowers
+    it): past it the result is a timeout that says why, and the slot's evaluation is unharmed."""
+    import concurrent.futures
+    from runner.pool import WorkerPool
+    from runner.schema import Limits
+    project.write("slow.py", ADD_RELU.replace("    out = torch.empty_like(x)\n",
+                                              "    import time\n    time.sleep(4)\n    out = torch.empty_like(x)\n"))
+    pool = WorkerPool(size=1, device="interpreter", spares=2)
+    ev = type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})()
+    try:
+        pool.warm(2)
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            slow = ex.submit(project.evaluate, ev, "ref.py::add_relu", "slow.py::add_relu", cases=[0], trials=1)
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            waited = project.evaluate(ev, "ref.py::add_relu", cases=[0], trials=1, limits=Limits(wait_s=1.0))
+            took = time.monotonic() - t0
+            slow = slow.result()
+        assert waited.status == "timeout" and not waited.correct and "free worker slot" in waited.message, waited.message
+        assert took < 3, took
+        assert slow.status == "ok" and slow.correct, slow.message
     finally:
         pool.close()

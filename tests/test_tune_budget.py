@@ -106,10 +106,10 @@ def test_roofline_is_the_time_weighted_binding_roof_and_unknown_is_not_guessed()
 
 def test_deadline_lowers_every_phase_limit_to_the_time_left(tmp_path):
     req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
-    req.options.limits = Limits(import_s=120, run_s=300, timing_s=300)
+    req.options.limits = Limits(import_s=120, run_s=300, timing_s=300, wait_s=600)
     capped, lowered = Deadline.after(30).limit(req)
     lim = capped.options.limits
-    assert lowered and 28 < lim.import_s <= 30 and lim.run_s == lim.import_s == lim.timing_s
+    assert lowered and 28 < lim.import_s <= 30 and lim.run_s == lim.import_s == lim.timing_s == lim.wait_s
     assert req.options.limits.run_s == 300  # the caller's request is left as it was
     same, lowered = Deadline.after(1000).limit(req)
     assert not lowered and same is req
