@@ -96,18 +96,24 @@ def clone_layout(obj: Any, memo: Optional[dict] = None) -> Any:
     return map_tensors(obj, one)
 
 
-def leaves(obj: Any, path: str = "") -> list[tuple[str, Any]]:
-    """(path, tensor) for every tensor in a structure, in a fixed order."""
-    if isinstance(obj, torch.Tensor):
+def _walk(obj: Any, is_leaf, path: str = "") -> list[tuple[str, Any]]:
+    """(path, value) for every value in a structure of lists, tuples and dicts for which
+    ``is_leaf`` holds, in a fixed order."""
+    if is_leaf(obj):
         return [(path, obj)]
     out: list[tuple[str, Any]] = []
     if isinstance(obj, (list, tuple)):
         for i, o in enumerate(obj):
-            out += leaves(o, f"{path}[{i}]")
+            out += _walk(o, is_leaf, f"{path}[{i}]")
     elif isinstance(obj, dict):
         for k in obj:
-            out += leaves(obj[k], f"{path}[{k!r}]")
+            out += _walk(obj[k], is_leaf, f"{path}[{k!r}]")
     return out
+
+
+def leaves(obj: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, tensor) for every tensor in a structure, in a fixed order."""
+    return _walk(obj, lambda o: isinstance(o, torch.Tensor), path)
 
 
 # --------------------------------------------------------------------------- files
@@ -479,16 +485,7 @@ def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
 def numbers(obj: Any, path: str = "") -> list[tuple[str, Any]]:
     """(path, value) for every plain number (int, float, complex; not bool) in a structure, in
     a fixed order: what a test returns from ``.item()`` or ``.norm().item()``."""
-    if isinstance(obj, (int, float, complex)) and not isinstance(obj, bool):
-        return [(path, obj)]
-    out: list[tuple[str, Any]] = []
-    if isinstance(obj, (list, tuple)):
-        for i, o in enumerate(obj):
-            out += numbers(o, f"{path}[{i}]")
-    elif isinstance(obj, dict):
-        for k in obj:
-            out += numbers(obj[k], f"{path}[{k!r}]")
-    return out
+    return _walk(obj, lambda o: isinstance(o, (int, float, complex)) and not isinstance(o, bool), path)
 
 
 def varying_numbers(run_a: Any, run_b: Any, tols=None) -> list[tuple[str, Any, Any]]:
