@@ -244,7 +244,8 @@ def refill_bands(obj: Any, was: int = CANARY) -> None:
 
 
 _LIKE_FACTORIES = {"zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
-                   "new_zeros", "new_ones", "new_full", "scalar_tensor"}
+                   "new_zeros", "new_ones", "new_full", "scalar_tensor",
+                   "lift_fresh", "lift_fresh_copy"}  # torch.tensor([...]): a fresh tensor from data
 
 
 def _u8(t: torch.Tensor) -> torch.Tensor:

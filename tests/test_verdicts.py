@@ -564,3 +564,41 @@ def test_what_the_original_computes_from_outside_its_tensors_is_left_out(tmp_pat
     p.write("bad.py", PEEK.format(read_mask="offs + 1 < n", value="1.0 / v + (offs == 0).to(tl.float32)"))
     r = p.evaluate(runner, "ref.py::peek", "bad.py::peek", trials=1)
     assert r.status == "mismatch" and not r.correct and "output[0]" in r.message, r.message
+
+
+LITERAL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fill_kernel(x_ptr, c_ptr, out_ptr, n, LAST: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(c_ptr + offs, tl.load(c_ptr + offs, mask=offs < 4) * 2.0, mask=offs <= LAST)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1.0, mask=m)
+
+
+def fill(x):
+    c = torch.tensor([1.0, 2.0, 3.0, 4.0], device=x.device)  # made from data, not by a factory
+    out = torch.empty_like(x)
+    fill_kernel[(1,)](x, c, out, x.numel(), LAST={last}, BLOCK=64)
+    return out + c.sum()
+
+
+INPUT_CASES = [dict(n=40)]
+
+
+def get_inputs(n=40):
+    return [torch.randn(n, device="cuda")]
+'''
+
+
+def test_a_store_past_a_tensor_made_from_data_is_caught(tmp_path, runner):
+    # torch.tensor([...]) makes its tensor from data (no factory op): it sits between guard
+    # bands like any other allocation, so a store one past its end is seen.
+    p = Project(tmp_path).write("ref.py", LITERAL.format(last=3)).write("oob.py", LITERAL.format(last=4))
+    assert p.evaluate(runner, "ref.py::fill", trials=1).correct
+    r = p.evaluate(runner, "ref.py::fill", "oob.py::fill", trials=1)
+    assert r.status == "mismatch" and "writes outside its tensors" in r.cases[0].detail, r.message
