@@ -27,7 +27,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .compare import map_tensors, outside
+from .compare import compare, map_tensors, outside
 from .errors import UNWRITTEN, VARYING
 
 PATTERN_A = 0xFF  # NaN for every float type, -1 for signed integers
@@ -223,16 +223,10 @@ def refill_bands(obj: Any, was: int = CANARY) -> None:
     floating-point canary. A storage is touched only where both of its bands hold ``was``
     throughout and its tensors lie between them."""
     byte = _float_canary[0]
-    seen = set()
-    for _, t in leaves(obj):
-        if t.layout != torch.strided or not (t.is_floating_point() or t.is_complex()):
+    for _, t, u8 in _band_storages(obj):
+        if not (t.is_floating_point() or t.is_complex()):
             continue
-        u8 = _u8(t.detach())
-        key = u8.untyped_storage().data_ptr()
         n = u8.numel()
-        if key in seen or n < 2 * PAD_BYTES:
-            continue
-        seen.add(key)
         lo = t.storage_offset() * t.element_size()
         hi = lo + _extent(tuple(t.size()), tuple(t.stride())) * t.element_size()
         if lo < PAD_BYTES or hi > n - PAD_BYTES:
@@ -324,8 +318,9 @@ def guard_inputs(obj: Any) -> Any:
     return map_tensors(obj, home)
 
 
-def input_breaches(obj: Any) -> list[str]:
-    """Guard bands of input storages (``guard_inputs``) that something wrote into."""
+def _band_storages(obj: Any) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(path, tensor, its storage as bytes) for the first tensor of each storage in a structure
+    that is large enough to hold guard bands (``guard_inputs``)."""
     out, seen = [], set()
     for path, t in leaves(obj):
         if t.layout != torch.strided:
@@ -335,6 +330,14 @@ def input_breaches(obj: Any) -> list[str]:
         if key in seen or u8.numel() < 2 * PAD_BYTES:
             continue
         seen.add(key)
+        out.append((path, t, u8))
+    return out
+
+
+def input_breaches(obj: Any) -> list[str]:
+    """Guard bands of input storages (``guard_inputs``) that something wrote into."""
+    out = []
+    for path, t, u8 in _band_storages(obj):
         g = Guarded(u8, PAD_BYTES, u8.numel() - PAD_BYTES, f"input{path}", canary_for(t))
         b = g.breach()
         if b:
@@ -493,7 +496,6 @@ def varying_numbers(run_a: Any, run_b: Any, tols=None) -> list[tuple[str, Any, A
     """(path, value in run A, value in run B) for the plain numbers where two runs of the same
     code on the same inputs disagree beyond the tolerance. A number cannot be left out in part:
     one that varies has no right value at all."""
-    from .compare import compare
     b_numbers = dict(numbers(run_b))
     out = []
     for path, a in numbers(run_a):
