@@ -151,7 +151,7 @@ def mutate(tasks: Path, outdir: Path, per_task: int = 2) -> None:
 # --------------------------------------------------------------------------- plain runs
 
 def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | None = None,
-          interpreter: bool = False, pattern: str | None = None) -> None:
+          interpreter: bool = False, pattern: str | None = None, once: bool = False) -> None:
     import fnmatch
     out.mkdir(parents=True, exist_ok=True)
     gold = gold or out / "gold"
@@ -163,7 +163,7 @@ def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | 
     def original(f: Path) -> dict:
         r = _sub(PLAIN.format(interpreter=interpreter, root=str(ROOT), path=str(f), twice=True, save=str(gold / f"{f.stem}.pt")), 120)
         r["task"] = f.stem
-        if r.get("ran"):  # and once more in a process of its own: does it repeat across processes?
+        if r.get("ran") and not once:  # and once more in a process of its own: repeat across processes?
             again = str(gold / f"{f.stem}.again.pt")
             x = _sub(PLAIN.format(interpreter=interpreter, root=str(ROOT), path=str(f), twice=False, save=again), 120)
             if x.get("ran"):
@@ -205,9 +205,12 @@ def plain(tasks: Path, out: Path, mutants: Path | None, jobs: int, gold: Path | 
             pass
         return r
 
+    labels: list[dict] = []
     with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
-        labels = list(ex.map(label, muts))
-    (out / "mutants.json").write_text(json.dumps(labels, indent=1))
+        for fut in concurrent.futures.as_completed([ex.submit(label, m) for m in muts]):
+            labels.append(fut.result())
+            (out / "mutants.json").write_text(json.dumps(sorted(labels, key=lambda r: (r["task"], r["mutant"])),
+                                                         indent=1))
     print(f"mutants: {len(labels)} run, {sum(r['wrong'] for r in labels)} wrong, {time.time() - t0:.0f} s")
 
 
@@ -232,19 +235,30 @@ print("@@" + json.dumps({{"task": t.name, "status": res.status, "correct": res.c
 '''
 
 
-def single(tasks: Path, out: Path, jobs: int, device: str) -> None:
+def single(tasks: Path, out: Path, jobs: int, device: str, pattern: str | None = None,
+           order_from: Path | None = None) -> None:
+    """Each task in a process of its own; written as they finish. ``order_from``: a bench JSON whose
+    durations put the longest tasks first (a run cut short then misses the short ones, not a tail)."""
+    import fnmatch
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    files = sorted(f for f in tasks.glob("*.py")
+                   if not pattern or any(fnmatch.fnmatch(f.stem, p) for p in pattern.split(",")))
+    if order_from is not None:
+        took = {t["name"]: t.get("duration_s") or 0.0 for t in json.loads(order_from.read_text())["tasks"]}
+        files.sort(key=lambda f: -took.get(f.stem, 1e9))
 
     def one(f: Path) -> dict:
         r = _sub(SINGLE.format(root=str(ROOT), tasks=str(tasks), name=f.stem, device=device), 600)
         r.setdefault("task", f.stem)
         return r
 
+    rows: list[dict] = []
     with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
-        rows = list(ex.map(one, sorted(tasks.glob("*.py"))))
-    (out / "single.json").write_text(json.dumps(rows, indent=1))
-    print(f"single: {sum(r.get('correct', False) for r in rows)}/{len(rows)} correct, {time.time() - t0:.0f} s")
+        for fut in concurrent.futures.as_completed([ex.submit(one, f) for f in files]):
+            rows.append(fut.result())
+            (out / "single.json").write_text(json.dumps(sorted(rows, key=lambda r: r["task"]), indent=1))
+    print(f"single: {sum(bool(r.get('correct')) for r in rows)}/{len(rows)} correct, {time.time() - t0:.0f} s")
 
 
 # --------------------------------------------------------------------------- summary
@@ -310,11 +324,15 @@ def main() -> int:
     a.add_argument("--device", choices=["auto", "interpreter"], default="auto",
                    help="interpreter: run on the CPU under the Triton interpreter")
     a.add_argument("--tasks", dest="tasks_", help="only these tasks (glob, comma-separated)")
+    a.add_argument("--once", action="store_true",
+                   help="originals: only the two runs in one process (no run in a process of its own)")
     a = sub.add_parser("single")
     a.add_argument("tasks", type=Path)
     a.add_argument("out", type=Path)
     a.add_argument("--jobs", type=int, default=8)
     a.add_argument("--device", default="auto")
+    a.add_argument("--tasks", dest="tasks_", help="only these tasks (glob, comma-separated)")
+    a.add_argument("--order-from", type=Path, help="a bench JSON: run the longest tasks first")
     a = sub.add_parser("summary")
     a.add_argument("out", type=Path)
     a.add_argument("--bench", type=Path)
@@ -323,9 +341,10 @@ def main() -> int:
     if args.cmd == "mutate":
         mutate(args.tasks, args.mutants, args.per_task)
     elif args.cmd == "plain":
-        plain(args.tasks, args.out, args.mutants, args.jobs, args.gold, args.device == "interpreter", args.tasks_)
+        plain(args.tasks, args.out, args.mutants, args.jobs, args.gold, args.device == "interpreter", args.tasks_,
+              args.once)
     elif args.cmd == "single":
-        single(args.tasks, args.out, args.jobs, args.device)
+        single(args.tasks, args.out, args.jobs, args.device, args.tasks_, args.order_from)
     else:
         summary(args.out, args.bench, args.bench_mutants)
     return 0

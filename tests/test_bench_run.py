@@ -80,8 +80,10 @@ def test_cli_pass_at_k_json_report_and_exit_codes(tmp_path):
     assert "| `scale_shift` | geak | 1/3 correct | 2 / 1 |" in md and "Nothing was timed" in md
     assert "[" in p.stderr and "1/1" in p.stderr  # progress on stderr
     # A wrong candidate only: the suite ran, nothing verified -> 1
-    p = geak(str(FIX / "rocm"), "--candidates", str(FIX / "rocm_candidates"), "--out", str(tmp_path / "o2"))
+    p = geak(str(FIX / "rocm"), "--candidates", str(FIX / "rocm_candidates"), "--out", str(tmp_path / "o2"),
+             "--no-timing")
     assert p.returncode == 1 and "mismatch" in p.stderr and p.stdout == ""
+    assert "--no-timing (correctness only)" in p.stderr
 
 
 def test_cli_resume_runs_only_what_is_missing_or_changed(tmp_path):
@@ -123,6 +125,7 @@ def test_cli_bad_input_exits_2_without_a_traceback(tmp_path):
         ((str(FIX / "geak"), "--baselines", "jit"), "unknown kind 'jit'"),
         ((str(FIX / "geak"), "--k", "0"), "--k takes"),
         ((str(FIX / "geak"), "--eval-timeout", "-3"), "--eval-timeout must be a positive number"),
+        ((str(FIX / "geak"), "--strategy", "tune", "--no-timing"), "--no-timing goes with --strategy none"),
     ]
     for args, message in cases:
         p = geak(*args)

@@ -42,6 +42,8 @@ class Settings:
     strategy: str = "none"
     format: str = "auto"
     trials: int = 3
+    timing: bool = True
+    """False (``--no-timing``): correctness only, no speedups."""
     arch: Optional[str] = None
     max_configs: int = 48
     task_budget: Optional[float] = None

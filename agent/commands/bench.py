@@ -45,6 +45,8 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
                    help="tasks in flight at once (default for none: the runner's evaluation slots, "
                         "--workers here or actors x --workers on Ray; 1 for tune and llm)")
     b.add_argument("--trials", type=int, default=None, help="fresh seeded inputs per case (default 3)")
+    b.add_argument("--no-timing", dest="no_timing", action="store_true",
+                   help="correctness only: no timing, no speedups (strategy none)")
     b.add_argument("--eval-timeout", dest="eval_timeout", type=float, metavar="S",
                    help="time limit in seconds for each phase of every evaluation (import, run, timing); "
                         "default from [tool.geak.limits]: 120, 300, 300")
@@ -103,6 +105,9 @@ def _settings(args) -> Settings:
     if args.strategy == "llm":
         if not getattr(args, "provider", None) or not getattr(args, "model", None):
             raise ConfigError("--strategy llm needs --provider openai|anthropic and --model M")
+    if args.no_timing and (args.strategy != "none" or args.baselines):
+        raise ConfigError("--no-timing goes with --strategy none and no --baselines (tuning and the "
+                          "baselines are measurements)")
     if args.candidates and args.strategy != "none":
         raise ConfigError("--candidates goes with --strategy none (the candidates are what is measured)")
     if args.arch:
@@ -115,7 +120,8 @@ def _settings(args) -> Settings:
 
         from ..llm.session import LLMSettings
         llm = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(LLMSettings)}
-    return Settings(strategy=args.strategy, format=args.format, trials=args.trials or 3, arch=args.arch,
+    return Settings(strategy=args.strategy, format=args.format, trials=args.trials or 3, timing=not args.no_timing,
+                    arch=args.arch,
                     max_configs=args.max_configs, task_budget=args.task_budget, emit=args.emit,
                     samples=args.samples, baselines=kinds,
                     candidates=str(Path(args.candidates).resolve()) if args.candidates else None, llm=llm)
@@ -180,6 +186,7 @@ def _load(args, suite: Path):
     opts = project_options(root)
     opts.device = args.device
     opts.trials = settings.trials
+    opts.timing = settings.timing
     if args.eval_timeout is not None:
         opts.limits = phase_limits(opts.limits, args.eval_timeout, "--eval-timeout")
     broken = check_requests(tasks, opts)
@@ -290,7 +297,9 @@ def summary_text(doc: dict) -> str:
     lines.append(f"call accuracy {pct(s['call_accuracy'])}, execution accuracy {pct(s['execution_accuracy'])}, "
                  f"speedup mean {x(s['speedup_mean'])} geomean {x(s['speedup_geomean'])} over {s['timed']} timed; "
                  f"{fp}; {pk}")
-    if s["timed"] == 0:
+    if doc.get("settings", {}).get("timing") is False:
+        lines.append("timing     none: --no-timing (correctness only)")
+    elif s["timed"] == 0:
         lines.append("timing     none: the CPU interpreter checks correctness only; use a GPU runner "
                      "(--runner URL) for speedups")
     return "\n".join(lines)
