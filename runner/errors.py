@@ -79,10 +79,15 @@ def classify(exc: BaseException, side: str, where: str, trees: Trees) -> Failure
                        hint="use smaller INPUT_CASES or free GPU memory on the runner",
                        tb=tb, file=file, line=line, retire=True)
     if name == "AcceleratorError" or gpu_fault(text):
+        hint = "check the masks and offsets of every tl.load / tl.store"
+        if side == "reference":  # nothing the candidate does reaches the original's process
+            hint = ("the original itself faults here. A plain run can survive a read or write outside a "
+                    "tensor when the memory beside it happens to be mapped; the evaluator places every "
+                    "tensor between guard bands, so it does not: " + hint)
         return Failure("crashed", "illegal_memory_access", side,
-                       f"{where}: the GPU reported a fault ({(first[0] if first else name)[:200]})",
-                       hint="check the masks and offsets of every tl.load / tl.store", tb=tb,
-                       file=file, line=line, retire=True)
+                       f"{where}: the GPU reported a fault{' in the original' if side == 'reference' else ''} "
+                       f"({(first[0] if first else name)[:200]})",
+                       hint=hint, tb=tb, file=file, line=line, retire=True)
     if name in ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct") \
             or "triton.compiler" in type(exc).__module__:
         return Failure("compile_error", "compile_error", side,

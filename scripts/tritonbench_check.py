@@ -338,6 +338,9 @@ def main() -> int:
     a.add_argument("--bench", type=Path)
     a.add_argument("--bench-mutants", type=Path)
     args = ap.parse_args()
+    for k in ("tasks", "mutants", "out", "gold", "order_from", "bench", "bench_mutants"):  # the runs' cwd differs
+        if isinstance(getattr(args, k, None), Path):
+            setattr(args, k, getattr(args, k).resolve())
     if args.cmd == "mutate":
         mutate(args.tasks, args.mutants, args.per_task)
     elif args.cmd == "plain":

@@ -267,3 +267,17 @@ def test_out_of_gpu_memory_is_recognised_also_through_the_nvml_assert():
         '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.'))
     assert out_of_device_memory(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert not out_of_device_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+
+
+def test_a_gpu_fault_says_whose_code_faulted(tmp_path):
+    """A fault in the original's process is the original's: the message says so, and why a plain run
+    of the same code may not fault; a candidate's fault keeps the plain advice."""
+    from runner.errors import classify
+    from runner.trees import Trees
+    trees = Trees(tmp_path, {"k.py": ""}, {}, set(), False)
+    exc = RuntimeError("CUDA error: an illegal memory access was encountered")
+    ref = classify(exc, "reference", "test_k", trees)
+    cand = classify(exc, "candidate", "test_k", trees)
+    assert ref.status == cand.status == "crashed" and ref.retire and cand.retire
+    assert "fault in the original" in ref.message and "guard bands" in ref.hint
+    assert "original" not in cand.message and "guard bands" not in cand.hint
