@@ -7,7 +7,8 @@ evaluations (the tuner before each batch of configs, the GEAK loop before each i
 stop there, keeping their best verified result so far. Nothing is killed: an evaluation already
 running when the deadline passes finishes, but every request sent through ``BudgetRunner`` has
 its phase limits (import, run, timing) lowered to the time left when its batch starts, so it
-ends, as a ``timeout`` at worst, no later than that after the batch began. The runners have no
+ends, as a ``timeout`` at worst, no later than that after the batch began (``limits.total_s``
+bounds the whole evaluation, its phases and waits together). The runners have no
 way to cancel one evaluation in flight (the daemon's cancel drops queued jobs only), so this is
 the bound. Its waits are bounded the same way (``limits.wait_s``: for a free worker slot and for
 the GPU while other evaluations run or time on it), so tasks sharing one GPU do not overrun
@@ -58,10 +59,11 @@ class Deadline:
         whether any was lowered."""
         left = max(MIN_EVAL_S, self.left())
         lim = request.options.limits
-        if max(lim.import_s, lim.run_s, lim.timing_s, lim.wait_s) <= left:
+        if max(lim.import_s, lim.run_s, lim.timing_s, lim.wait_s, lim.total_s) <= left:
             return request, False
         new = dataclasses.replace(lim, import_s=min(lim.import_s, left), run_s=min(lim.run_s, left),
-                                  timing_s=min(lim.timing_s, left), wait_s=min(lim.wait_s, left))
+                                  timing_s=min(lim.timing_s, left), wait_s=min(lim.wait_s, left),
+                                  total_s=min(lim.total_s, left))
         return dataclasses.replace(request, options=dataclasses.replace(request.options, limits=new)), True
 
 

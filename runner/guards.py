@@ -413,11 +413,28 @@ class InterpreterDevice(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class _AnyDevice:
+    """``with torch.cuda.device(x.device):`` (and ``torch.cuda._DeviceGuard``) around a launch: on
+    a CPU build the real one refuses the CPU tensor's device, and the test would raise before any
+    kernel ran."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.device = device
+
+    def __enter__(self) -> "_AnyDevice":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
 def patch_cuda_for_interpreter() -> None:
     """torch.cuda calls that user code makes around kernels, made harmless on a CPU build."""
     for name in ("synchronize", "empty_cache", "set_device", "reset_peak_memory_stats"):
         setattr(torch.cuda, name, lambda *a, **k: None)
     torch.cuda.current_device = lambda: 0
+    torch.cuda.device = _AnyDevice
+    torch.cuda._DeviceGuard = _AnyDevice
 
 
 def patch_autotune_for_interpreter() -> None:

@@ -848,11 +848,12 @@ class WorkerPool:
                                   error=ErrorInfo(kind="runner_unavailable", side="harness", message=str(e),
                                                   hint="check the runner's Python environment and device"))
             req.options.limits = effective_limits(req.options.limits, self.max_limits)
-            ref.wait_until = cand.wait_until = t0 + req.options.limits.wait_s
+            lim = req.options.limits
+            ref.wait_until = cand.wait_until = t0 + min(lim.wait_s, lim.total_s)
             xdir = os.path.join(self.root, "x-" + os.urandom(12).hex())
             os.mkdir(xdir, 0o700)
             try:
-                result = Session(self, req, ref, cand, xdir).run()
+                result = Session(self, req, ref, cand, xdir, started=t0).run()
             finally:
                 if req.candidate is None:  # the target against itself: no candidate code ran there
                     promote_compiles(cand, self.compile_cache)

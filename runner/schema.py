@@ -78,6 +78,8 @@ class Limits:
     memory_mb: int = 16384  # resident host memory; the worker is killed above it
     wait_s: float = 3600.0  # waiting for a free worker slot and for the GPU (held by other
     # evaluations' runs and timing), in all; past it the evaluation ends as a timeout
+    total_s: float = 7200.0  # the whole evaluation, its phases and waits together; past it the
+    # evaluation ends as a timeout (a time budget lowers it to the time left)
 
 
 LIMIT_UNITS = {"memory_mb": "MB"}

@@ -29,8 +29,10 @@ from .verdict import Verdict
 
 
 class Session:
-    def __init__(self, pool, req: EvalRequest, ref: Job, cand: Job, xdir: str):
+    def __init__(self, pool, req: EvalRequest, ref: Job, cand: Job, xdir: str, started: Optional[float] = None):
         self.pool, self.req, self.opts = pool, req, req.options
+        self.end_by = (started if started is not None else time.monotonic()) + req.options.limits.total_s
+        """``limits.total_s`` after the evaluation was accepted: no phase runs past it."""
         self.ref, self.cand, self.xdir = ref, cand, xdir
         self.v = Verdict(req, cand.device or ref.device)
         self.marks = {id(ref): ref.log_count, id(cand): cand.log_count}
@@ -43,6 +45,10 @@ class Session:
         for job in (ref, cand):
             job.memory_limit_mb = limits.memory_mb
             job.where = ""
+
+    def budget(self, phase_s: float) -> Budget:
+        """A phase's limit, no longer than what ``limits.total_s`` leaves of the evaluation."""
+        return Budget(max(0.05, min(phase_s, self.end_by - time.monotonic())))
 
     @property
     def gpu(self) -> bool:
@@ -77,7 +83,7 @@ class Session:
 
         def go(name: str, job: Job, msg: dict):
             try:
-                replies[name] = job.call(msg, "read", Budget(limit))
+                replies[name] = job.call(msg, "read", self.budget(limit))
             except Stopped as s:
                 replies[name] = s
 
@@ -120,7 +126,7 @@ class Session:
         prepares trial t + 1; then the reference judges trial t."""
         self.stage = "run"
         t0 = time.monotonic()
-        rb, cb = Budget(self.opts.limits.run_s), Budget(self.opts.limits.run_s)
+        rb, cb = self.budget(self.opts.limits.run_s), self.budget(self.opts.limits.run_s)
         ran: list[int] = []
         try:
             for case in run:
@@ -193,7 +199,7 @@ class Session:
         return reply
 
     def observe(self) -> None:
-        obs = self.ask(self.cand, {"op": "observe"}, Budget(self.opts.limits.run_s), None)
+        obs = self.ask(self.cand, {"op": "observe"}, self.budget(self.opts.limits.run_s), None)
         if obs is None:
             return
         worker = self.cand.worker_pid()
@@ -202,7 +208,7 @@ class Session:
 
     def after_correctness(self, run) -> None:
         if self.opts.aot_arch:
-            res = self.ask(self.cand, {"op": "aot"}, Budget(self.opts.limits.run_s), None)
+            res = self.ask(self.cand, {"op": "aot"}, self.budget(self.opts.limits.run_s), None)
             if res is None:
                 return
             self.v.resources(res.get("resources") or [])
@@ -219,7 +225,7 @@ class Session:
         self.stage = "timing"
         t0 = time.monotonic()
         limits = self.opts.limits
-        tb, rb = Budget(limits.timing_s), Budget(limits.timing_s)
+        tb, rb = self.budget(limits.timing_s), self.budget(limits.timing_s)
         lock = self.pool.device_lock
         for case in cases:
             got = self.ask(self.ref, {"op": "time_inputs", "case": case}, rb)
@@ -228,8 +234,11 @@ class Session:
             if not got.get("calls"):
                 continue
             w = time.monotonic()
-            lock.acquire_write()
+            got = lock.acquire_write(self.cand.wait_until)
             self.cand.wait_s += time.monotonic() - w
+            if not got:
+                raise Stopped("wait", f"waited {self.cand.wait_s:.0f} s in all for the GPU, which other "
+                                      "evaluations held", self.cand)
             alone = None
             try:
                 t0_op = time.monotonic()
@@ -255,7 +264,7 @@ class Session:
 
     def post_check(self, case: int) -> bool:
         """After timing, the candidate on fresh inputs must still be right."""
-        rb, cb = Budget(self.opts.limits.run_s), Budget(self.opts.limits.run_s)
+        rb, cb = self.budget(self.opts.limits.run_s), self.budget(self.opts.limits.run_s)
         at = {"case": case, "trial": -1}
         if self.ask(self.ref, {"op": "reference", **at}, rb) is None:
             return False
@@ -279,7 +288,14 @@ class Session:
         where = job.where or f" (the {side})"
         log = job.log_since(self.marks[id(job)])
         limits = self.opts.limits
-        if s.kind == "timeout":
+        if s.kind == "timeout" and time.monotonic() >= self.end_by - 0.1:
+            self.v.crashed("timeout", "timeout", side,
+                           f"reached the evaluation's limit of {limits.total_s:g} s in all (limits.total_s) in the "
+                           f"{stage} phase{where}; the worker was killed",
+                           hint="a time budget lowers limits.total_s to the time it leaves; otherwise raise it "
+                                "([tool.geak.limits])", log=log)
+            self.v.result.status = "timeout"
+        elif s.kind == "timeout":
             limit = {"import": limits.import_s, "run": limits.run_s, "timing": limits.timing_s}[stage]
             self.v.crashed("timeout", "timeout",
                            side, f"timed out after {limit:g} s in the {stage} phase{where}; the worker was killed",

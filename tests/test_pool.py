@@ -160,3 +160,19 @@ def test_an_evaluation_that_waits_past_its_limit_for_a_slot_ends_as_a_timeout(pr
         assert slow.status == "ok" and slow.correct, slow.message
     finally:
         pool.close()
+
+
+def test_an_evaluation_ends_at_its_limit_in_all_whatever_the_phases_allow(project, runner):
+    """``limits.total_s`` bounds the whole evaluation, however long each phase may run: a task's
+    budget lowers it to the time left, so an evaluation sent near the end ends there. The result
+    says which limit ended it."""
+    from runner.schema import Limits
+    project.write("slow.py", ADD_RELU.replace("    out = torch.empty_like(x)\n",
+                                              "    import time\n    time.sleep(1.5)\n    out = torch.empty_like(x)\n"))
+    assert project.evaluate(runner, "ref.py::add_relu", trials=1).correct  # workers started
+    t0 = time.monotonic()
+    r = project.evaluate(runner, "ref.py::add_relu", "slow.py::add_relu", trials=3,
+                         limits=Limits(run_s=60.0, total_s=3.0))
+    took = time.monotonic() - t0
+    assert r.status == "timeout" and not r.correct and "limits.total_s" in r.message, r.message
+    assert took < 3.0 + 2.0, (took, r.duration_s, r.phases)  # the limit, and the killed worker's teardown

@@ -617,3 +617,31 @@ def test_an_original_untimed_on_a_gpu_is_said_so_not_blamed_on_the_cpu():
     cpu = DeviceInfo(name="CPU (Triton interpreter)", backend="interpreter", arch=None, torch="2", triton="3")
     assert _untimed_why(EvalResult(status="ok", correct=True, message="", device=cpu)) == ""
     assert _untimed_why(None) == ""
+
+
+def test_a_launch_inside_torch_cuda_device_is_tuned_under_the_interpreter(tmp_path, runner):
+    """`with torch.cuda.device(x.device):` around a launch (30 of TritonBench-G's files, FlagGems'
+    style) runs on a CPU build: the kernel launches and every config is verified. A test that
+    raises before any kernel runs gives nothing to tune, and the tuner says so instead of
+    rejecting every config for launching nothing."""
+    p = Project(tmp_path)
+    wrapped = ADD_RELU.split("INPUT_CASES")[0].replace(
+        "    add_relu_kernel[", "    with torch.cuda.device(x.device):\n        add_relu_kernel[")
+    assert "torch.cuda.device(x.device)" in wrapped
+    test = """
+def test_add_relu():
+    x = torch.randn(700, device="cuda")
+    return {"a": add_relu(x, torch.randn(700, device="cuda"))}
+"""
+    p.write("tb.py", wrapped + test)
+    base = p.evaluate(runner, "tb.py::add_relu", trials=1, timing=False)
+    assert base.correct and base.launches["reference"] == ["add_relu_kernel"], base.message
+    report = tune(runner, p.request("tb.py::add_relu"), "sm_90", max_configs=4, trials_per_case=1, original=base)
+    assert report.tried == 4 and all(t.correct for t in report.trials), [t.message for t in report.trials]
+    p.write("tb2.py", wrapped.replace("    with torch.cuda.device(x.device):",
+                                      "    raise RuntimeError('needs another GPU')\n    with torch.cuda.device(x.device):")
+            + test)
+    base = p.evaluate(runner, "tb2.py::add_relu", trials=1, timing=False, unit="tests")
+    assert base.correct and not base.launches.get("reference")  # the original agrees with itself: it raises
+    report = tune(runner, p.request("tb2.py::add_relu", unit="tests"), "sm_90", max_configs=4, trials_per_case=1, original=base)
+    assert report.tried == 0 and "launched no Triton kernel" in report.message, report.message

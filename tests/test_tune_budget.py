@@ -109,8 +109,10 @@ def test_deadline_lowers_every_phase_limit_to_the_time_left(tmp_path):
     req.options.limits = Limits(import_s=120, run_s=300, timing_s=300, wait_s=600)
     capped, lowered = Deadline.after(30).limit(req)
     lim = capped.options.limits
-    assert lowered and 28 < lim.import_s <= 30 and lim.run_s == lim.import_s == lim.timing_s == lim.wait_s
+    assert lowered and 28 < lim.import_s <= 30
+    assert lim.run_s == lim.import_s == lim.timing_s == lim.wait_s == lim.total_s
     assert req.options.limits.run_s == 300  # the caller's request is left as it was
+    req.options.limits.total_s = 900
     same, lowered = Deadline.after(1000).limit(req)
     assert not lowered and same is req
     with pytest.raises(ValueError, match="positive number of seconds"):

@@ -515,7 +515,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     t.deadline, t.original_roof = deadline, roofline(original)
     t.untimed_why = _untimed_why(original)
     t.report.budget_s = round(deadline.left(), 1) if deadline is not None else None
-    if not (t.find_launch(key) and t.build_space() and t.prune_for_arch()):
+    if not (t.find_launch(key) and t.never_runs(original) and t.build_space() and t.prune_for_arch()):
         return t.report
     t.search(max_configs, seed, timed)
     best = t.judge(timed, emit)
@@ -573,6 +573,19 @@ class _Tuning:
         report.kernel, report.original = site.kernel, original_config(site)
         report.notes += site.notes
         return True
+
+    def never_runs(self, original: Optional[EvalResult]) -> bool:
+        """False, with the reason in the report, when the original's own check ran and launched
+        no Triton kernel at all (its test raised first, say): no config can be verified (each
+        candidate would be rejected for launching nothing), so nothing is searched."""
+        if original is None or not original.correct or \
+                not any(f.code == "no_triton_launch" for f in original.flags):  # the evaluator's word
+            return True
+        notes = [f.message for f in original.flags if f.code == "reference_note"]
+        self.report.message = (f"{self.report.kernel}: the original's own check launched no Triton kernel"
+                               + (f" ({notes[0]})" if notes else "") + "; nothing to tune: a config that never "
+                               "runs cannot be verified")
+        return False
 
     def launched(self, sites: list[LaunchSite]) -> Optional[set[str]]:
         """The kernels the original launches when it runs, where that decides which launch to
