@@ -169,7 +169,8 @@ class Verdict:
             if not self.launches["candidate"]:
                 self.flag("no_triton_launch", "info", "no Triton kernel launched: the target runs on PyTorch alone")
             return
-        if self.require_triton and not self.launches["candidate"]:
+        failed = any(c.trials and not c.passed for c in r.cases)  # a candidate whose test raised, say:
+        if self.require_triton and not self.launches["candidate"] and not failed:  # that is what it is told
             self.reject("no_triton_launch", "the candidate launched no Triton kernel while computing its outputs")
         if obs.get("side_stream"):
             self.reject("side_stream", "the candidate launched work on a stream other than the current one, "

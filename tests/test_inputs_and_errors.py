@@ -281,3 +281,20 @@ def test_a_gpu_fault_says_whose_code_faulted(tmp_path):
     assert ref.status == cand.status == "crashed" and ref.retire and cand.retire
     assert "fault in the original" in ref.message and "guard bands" in ref.hint
     assert "original" not in cand.message and "guard bands" not in cand.hint
+
+
+def test_a_candidate_whose_test_raises_is_told_so_not_that_it_launched_nothing(tmp_path, runner):
+    """A test that raises on the candidate before its kernel runs is a wrong result that says
+    what the test raised; "launched no Triton kernel" is for candidates whose outputs are right."""
+    p = Project(tmp_path)
+    base = ADD_RELU.split("INPUT_CASES")[0]
+    test = """
+def test_add_relu():
+    x = torch.randn(700, device="cuda")
+    return {"a": add_relu(x, torch.randn(700, device="cuda"))}
+"""
+    p.write("tb.py", base + test)
+    p.write("cand.py", base.replace("    add_relu_kernel[", "    raise ValueError('boom')\n    add_relu_kernel[") + test)
+    r = p.evaluate(runner, "tb.py::add_relu", "cand.py::add_relu", trials=1, unit="tests")
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "the test raises ValueError" in r.message and "boom" in r.message, r.message

@@ -645,3 +645,35 @@ def test_add_relu():
     assert base.correct and not base.launches.get("reference")  # the original agrees with itself: it raises
     report = tune(runner, p.request("tb2.py::add_relu", unit="tests"), "sm_90", max_configs=4, trials_per_case=1, original=base)
     assert report.tried == 0 and "launched no Triton kernel" in report.message, report.message
+
+
+def test_an_autotuned_kernel_with_computed_configs_gets_no_launch_options(tmp_path, runner):
+    """Autotune configs built by a comprehension cannot be read, and the autotuner owns the launch
+    options (Triton refuses a ``num_warps`` passed at its launch): only program rewrites are
+    tried, and they pass."""
+    p = Project(tmp_path)
+    p.write("at.py", """
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (64, 128) for w in (2, 4)],
+                         key=["n"])
+        @triton.jit
+        def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        def scale(x):
+            out = torch.empty_like(x)
+            scale_kernel[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, out, x.numel())
+            return out
+
+        def get_inputs():
+            return [torch.randn(1000, device="cuda")]
+    """)
+    report = tune(runner, p.request("at.py::scale"), "sm_90", max_configs=8,
+                  trials_per_case=1)
+    assert any("only program rewrites" in n for n in report.notes), report.notes
+    assert report.trials and all(set(t.config) <= {"eviction_policy"} for t in report.trials), report.trials
+    assert all(t.correct for t in report.trials), [t.message for t in report.trials]

@@ -614,7 +614,14 @@ class _Tuning:
             self.space = autotune_space(at, self.backend, self.uses_dot, site.has_loop)
             self.render = lambda cfg: render_autotune(text, at, cfg)
         else:
-            self.space = [c for c in search_space(site, self.backend, self.uses_dot)
+            space = search_space(site, self.backend, self.uses_dot)
+            if why:  # autotuned over configs it cannot read: the autotuner owns the launch options and
+                keep = {rw.name for rw in site.rewrites}  # its keys (passing them at the launch raises)
+                space = list({_key(c): c for c in ({k: v for k, v in c.items() if k in keep} for c in space)
+                              if c}.values())
+                report.notes.append(f"{site.kernel} is autotuned: only program rewrites are tried, the "
+                                    "autotuner keeps its launch options")
+            self.space = [c for c in space
                           if any(c.get(k) != v for k, v in report.original.items()) or set(c) - set(report.original)]
             self.render = lambda cfg: render_config(text, site, cfg)
         report.space_size = len(self.space)
