@@ -227,3 +227,23 @@ def test_bench_time_budget_stops_a_tuning_task_in_flight_and_records_it(tmp_path
     assert "add_relu" in again.state.records and again.state.done(tasks[0]) is None
     (rec,) = again.run()[0]
     assert rec.stopped is None and rec.search["stopped"] is None and rec.search["configs_run"] > stopped_after
+
+
+def test_configs_the_budget_cuts_short_are_neither_tried_nor_wrong(tmp_path):
+    """An evaluation sent with its limits lowered to the little time left, and ended by them, says
+    nothing about its config: it is not counted as tried, nor as failing, and the report says how
+    many the budget cut."""
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+
+    class Crowded(FakeGpu):  # after the first batch, the GPU is busy and every evaluation waits out its limit
+        def one(self, r):
+            if self.batches > 2 and r.candidate is not None:
+                return EvalResult(status="timeout", correct=False, message="waited 1 s for a free worker slot")
+            return super().one(r)
+
+    gpu = Crowded(_cost, batch_s=0.4)
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(2.2, "task budget"))
+    assert report.stopped == "task budget"
+    assert all(t.status != "timeout" for t in report.trials), [t.status for t in report.trials]
+    assert any("cut short by the task budget" in n for n in report.notes), report.notes

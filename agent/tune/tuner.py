@@ -552,6 +552,8 @@ class _Tuning:
         self.blocks: Optional[dict[str, str]] = None
         self.devices: list = []
         self.untimed_why = ""
+        self.cut: list[dict] = []
+        """Configs whose evaluation the deadline ended (limits lowered to the time left)."""
 
     # 1. The launch site and its knobs ------------------------------------------------------
 
@@ -700,10 +702,15 @@ class _Tuning:
                                         aot_arch=None if _key(cfg) in verdicts else self.arch, **self.search_timing)
             for cfg in run])
         self.devices.extend(r.device for r in results if r.device)
+        out = []
         for cfg, r in zip(run, results):
             if _key(cfg) in verdicts and not r.resources:
                 r.resources = verdicts[_key(cfg)][1]
-        return [_trial(cfg, r) for cfg, r in zip(run, results)]
+            if r.status == "timeout" and (r.message or "").startswith("stopped by the "):
+                self.cut.append(cfg)  # the budget ended it, not the config: neither tried nor wrong
+            else:
+                out.append(_trial(cfg, r))
+        return out
 
     def search(self, max_configs: int, seed: int, timed: bool) -> None:
         """What the original runs with, on the search axes, is the start. On a GPU a large space
@@ -822,7 +829,9 @@ class _Tuning:
     def _stop_now(self) -> bool:
         report = self.report
         if report.stopped is None:
-            if self.search_deadline is not None and self.search_deadline.passed:
+            if self.search_deadline is not None and (
+                    self.search_deadline.passed or  # or not even one config fits at the pace measured
+                    (self.per_config_s is not None and self.search_deadline.left() < self.per_config_s)):
                 report.stopped = self.deadline.why
             else:
                 best = choose(self.ran)
@@ -856,6 +865,11 @@ class _Tuning:
         report, kernel = self.report, self.site.kernel
         verified = sum(t.correct for t in report.trials)
         self.unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
+        if self.cut:
+            self.unrun += (f", {len(self.cut)} more cut short by the {self.deadline.why if self.deadline else 'budget'} "
+                           "before they finished")
+            report.notes.append(f"{len(self.cut)} config(s) were cut short by the "
+                                f"{self.deadline.why if self.deadline else 'budget'}: neither verified nor wrong")
         report.emit = emit
         as_run = {**self.defaults, **report.original}  # what the original runs with, defaults included
         best = choose(report.trials, as_run)
@@ -864,6 +878,8 @@ class _Tuning:
             # among the configs that keep the computed knobs and the kernel's code as written.
             report.per_shape = per_shape([t for t in report.trials if emit != "autotune"
                                           or screen_part(t.config, report.original) is not None], as_run)
+        if self.cut and report.stopped is None and self.deadline is not None:
+            report.stopped, report.stopped_after = self.deadline.why, len(report.trials)
         if not report.trials and report.stopped:
             report.message = (f"{kernel}: the original stays: " + (
                 f"it already runs at {report.original_pct_peak:.0f}% of its roofline, so no config was tried"
