@@ -247,3 +247,10 @@ def test_configs_the_budget_cuts_short_are_neither_tried_nor_wrong(tmp_path):
     assert report.stopped == "task budget"
     assert all(t.status != "timeout" for t in report.trials), [t.status for t in report.trials]
     assert any("cut short by the task budget" in n for n in report.notes), report.notes
+    # None finished: the message says they were cut, not that none ran.
+    late = Crowded(_cost, batch_s=0.4)
+    late.batches = 2
+    report = tune(late, req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(2.2, "task budget"))
+    assert not report.trials and "ended the" in report.message and "before any finished" in report.message, \
+        report.message

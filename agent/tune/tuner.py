@@ -883,7 +883,9 @@ class _Tuning:
         if not report.trials and report.stopped:
             report.message = (f"{kernel}: the original stays: " + (
                 f"it already runs at {report.original_pct_peak:.0f}% of its roofline, so no config was tried"
-                if report.stopped == "roofline" else f"the {report.stopped} was spent before any config ran"))
+                if report.stopped == "roofline" else
+                f"the {report.stopped} ended the {len(self.cut)} config(s) it had started before any finished"
+                if self.cut else f"the {report.stopped} was spent before any config ran"))
         elif not report.timed and timed:
             # A GPU runner, but nothing was timed: no config reproduced the original's outputs.
             first = next((t for t in report.trials if not t.correct), None)
