@@ -51,6 +51,8 @@ RESOURCE = "geak_interpreter"
 """The custom Ray resource that says how many interpreter (CPU) actors a node takes."""
 
 CLIENT_PORT = 10001  # `ray start --head` serves Ray clients there by default
+INIT_ATTEMPTS = 3
+"""Joins tried when the client server reports an initialization failure (a loaded head)."""
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 
 
@@ -256,23 +258,37 @@ class RayRunner:
                                  "default), and is the port reachable from here?") from None
                     time.sleep(0.2)
         _use_cluster_token()
-        try:
-            # The job ships this client's `runner` package, so the cluster runs the same evaluator
-            # whatever geak version its nodes have installed (they need torch, triton and numpy).
-            env = {"py_modules": [_PACKAGE_DIR]} if self.ship_code else None
-            ray.init(address=self.address, namespace="geak", runtime_env=env, log_to_driver=False,
-                     logging_level=logging.ERROR)
-        except Exception as e:  # noqa: BLE001 - Ray raises many kinds; one line for a person
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-            if self.address == "auto":
-                hint = ("start Ray on this machine (`ray start --head`, or `ray start --address HEAD:6379` to join "
-                        "a cluster), or use ray://HOST:PORT")
-            else:
-                hint = ("a cluster started with token authentication (Ray's default) needs its token here: copy "
-                        "the head's ~/.ray/auth_token, or set RAY_AUTH_TOKEN; Ray and Python must be the same "
-                        "versions on both sides")
-            raise RunnerUnavailable("unreachable", f"could not join the Ray cluster at {self.where}: {first}",
-                                    hint=hint) from None
+        # The job ships this client's `runner` package, so the cluster runs the same evaluator
+        # whatever geak version its nodes have installed (they need torch, triton and numpy).
+        env = {"py_modules": [_PACKAGE_DIR]} if self.ship_code else None
+        failed: Exception = RuntimeError("not tried")
+        for attempt in range(INIT_ATTEMPTS):
+            try:
+                ray.init(address=self.address, namespace="geak", runtime_env=env, log_to_driver=False,
+                         logging_level=logging.ERROR)
+                return
+            except Exception as e:  # noqa: BLE001 - Ray raises many kinds; one line for a person
+                failed = e
+                # The client server starts a process per connection; on a loaded head that can
+                # fail to come up in time ("Initialization failure from server"): try again.
+                if "Initialization failure from server" not in str(e) or attempt + 1 == INIT_ATTEMPTS:
+                    break
+                try:
+                    ray.shutdown()
+                except Exception:  # noqa: BLE001 - nothing was joined
+                    pass
+                time.sleep(1.0 + attempt)
+        lines = str(failed).strip().splitlines() or [type(failed).__name__]
+        first = (lines[0] + (" " + lines[-1].strip() if len(lines) > 1 else ""))[:300]
+        if self.address == "auto":
+            hint = ("start Ray on this machine (`ray start --head`, or `ray start --address HEAD:6379` to join "
+                    "a cluster), or use ray://HOST:PORT")
+        else:
+            hint = ("a cluster started with token authentication (Ray's default) needs its token here: copy "
+                    "the head's ~/.ray/auth_token, or set RAY_AUTH_TOKEN; Ray and Python must be the same "
+                    "versions on both sides")
+        raise RunnerUnavailable("unreachable", f"could not join the Ray cluster at {self.where}: {first}",
+                                hint=hint) from None
 
     def _plan(self) -> tuple[int, dict, str]:
         """How many actors, with which Ray options, running the pool on which device."""
