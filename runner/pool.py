@@ -239,6 +239,17 @@ class Job:
 
     # ----------------------------------------------------------------- one op
 
+    def take_device(self, kind: str) -> None:
+        """The GPU's device lock for ``kind`` (``read`` or ``write``), waited for until
+        ``wait_until`` at the latest (the time counts in ``wait_s``); past it, ``Stopped("wait")``."""
+        lock = self.pool.device_lock
+        t = time.monotonic()
+        got = (lock.acquire_read if kind == "read" else lock.acquire_write)(self.wait_until)
+        self.wait_s += time.monotonic() - t
+        if not got:
+            raise Stopped("wait", f"waited {self.wait_s:.0f} s in all for the GPU, which other evaluations held",
+                          self)
+
     def call(self, msg: dict, lock: Optional[str], budget: "Budget") -> dict:
         """Send an op and wait for its reply, holding the device lock the op needs (``read``,
         ``write``, or None; "held" when the caller holds it). Raises ``Stopped``."""
@@ -249,13 +260,7 @@ class Job:
         def take():
             nonlocal held
             if gpu and lock in ("read", "write"):
-                t = time.monotonic()
-                acquire = pool.device_lock.acquire_read if lock == "read" else pool.device_lock.acquire_write
-                got = acquire(self.wait_until)
-                self.wait_s += time.monotonic() - t
-                if not got:
-                    raise Stopped("wait", f"waited {self.wait_s:.0f} s in all for the GPU, which other "
-                                          "evaluations held", self)
+                self.take_device(lock)
                 held = lock
 
         def give():

@@ -233,12 +233,7 @@ class Session:
                 break
             if not got.get("calls"):
                 continue
-            w = time.monotonic()
-            got = lock.acquire_write(self.cand.wait_until)
-            self.cand.wait_s += time.monotonic() - w
-            if not got:
-                raise Stopped("wait", f"waited {self.cand.wait_s:.0f} s in all for the GPU, which other "
-                                      "evaluations held", self.cand)
+            self.cand.take_device("write")
             alone = None
             try:
                 t0_op = time.monotonic()

@@ -866,10 +866,9 @@ class _Tuning:
         verified = sum(t.correct for t in report.trials)
         self.unrun = f", {len(report.screened)} more pruned before running" if report.screened else ""
         if self.cut:
-            self.unrun += (f", {len(self.cut)} more cut short by the {self.deadline.why if self.deadline else 'budget'} "
-                           "before they finished")
-            report.notes.append(f"{len(self.cut)} config(s) were cut short by the "
-                                f"{self.deadline.why if self.deadline else 'budget'}: neither verified nor wrong")
+            why = self.deadline.why if self.deadline else "budget"
+            self.unrun += f", {len(self.cut)} more cut short by the {why} before they finished"
+            report.notes.append(f"{len(self.cut)} config(s) were cut short by the {why}: neither verified nor wrong")
         report.emit = emit
         as_run = {**self.defaults, **report.original}  # what the original runs with, defaults included
         best = choose(report.trials, as_run)
