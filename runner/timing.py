@@ -141,6 +141,27 @@ def _graph_time(fns: dict[str, Callable[[], Any]], calls_per_graph: int, reps: i
     return {side: [_elapsed(s, e) / calls_per_graph for s, e in pairs] for side, pairs in out.items()}
 
 
+def _end_failed_capture() -> None:
+    """A capture that fails part-way (a host sync or an autotuner's first benchmark in the
+    captured call) leaves torch's CUDA generator marked as capturing: the next ``torch.randn``
+    on the GPU raises "Offset increment outside graph capture encountered unexpectedly", and the
+    check after timing would call the candidate wrong for the evaluator's own attempt. A capture
+    that completes ends that state."""
+    try:
+        _synchronize()
+    except Exception:
+        pass
+    try:
+        x = torch.zeros(1, device="cuda")
+        g = _CUDAGraph()
+        with _graph_ctx(g):
+            x.add_(1)
+        del g
+        _synchronize()
+    except Exception:
+        pass
+
+
 def _event_reps(fns: dict, reps: int, flush, spin: dict) -> dict[str, list[float]]:
     """``reps`` interleaved (ABBA) event-timed calls per side, each after an L2 flush and a spin."""
     events = {s: [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(reps)] for s in fns}
@@ -197,10 +218,7 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
             method = "cuda_graph"
         except Exception as e:  # capture can fail (host syncs, allocations, CPU work in fn)
             note = f"CUDA-graph timing unavailable ({type(e).__name__}: {str(e)[:120]}); timed with events"
-            try:
-                _synchronize()
-            except Exception:
-                pass
+            _end_failed_capture()
     if method == "events":
         # rep_ms is the wall budget of the loop, flushes and spins included.
         reps = max(min_reps, min(max_reps, int(rep_ms / max(probe_wall_ms, 1e-3))))

@@ -276,7 +276,7 @@ def _space_for_triton(text: str, site, rep_, max_configs: int):
     return space, sampled, (lambda cfgs: render_autotune_launch(text, site, cfgs, key))
 
 
-def triton_over_the_same_space(req, out, runner, wall, max_configs: int) -> dict:
+def triton_over_the_same_space(req, out, runner, wall, max_configs: int, budget_s: float) -> dict:
     """``@triton.autotune`` over the tuner's space, evaluated against the original."""
     from agent.deadline import BudgetRunner
     from agent.roofline import roofline
@@ -293,8 +293,12 @@ def triton_over_the_same_space(req, out, runner, wall, max_configs: int) -> dict
         src = render(space)
     except ValueError as e:
         return {"skipped": f"cannot write it as an @triton.autotune: {e}"}
+    from agent.deadline import Deadline, earliest
     t0 = time.perf_counter()
-    r = BudgetRunner(runner, wall).evaluate(req.with_candidate(src, trials=3))
+    # Triton benchmarks every config at the first call of each shape: its side gets the task's
+    # budget again on top of the original's check, so one slow task cannot hold the run.
+    mine = earliest(wall, Deadline.after(budget_s + 30.0, "Triton's autotune budget"))
+    r = BudgetRunner(runner, mine).evaluate(req.with_candidate(src, trials=3))
     wall_s = time.perf_counter() - t0
     worker = sum(v for k, v in r.phases.items() if k != "device_wait")
     base = sum(v for k, v in out.baseline.phases.items() if k != "device_wait")
@@ -352,7 +356,7 @@ def tune_task(task, opts, runner, args, wall) -> dict:
     if not rep_.kernel or not rep_.space_size:
         row["verdict"] = f"not tunable: {rep_.message[:160]}"
     elif not args.skip_triton:
-        row["triton"] = triton_over_the_same_space(req, out, runner, wall, args.max_configs)
+        row["triton"] = triton_over_the_same_space(req, out, runner, wall, args.max_configs, args.task_budget)
     row["verdict"] = _verdict(row)
     return row
 

@@ -215,3 +215,14 @@ def test_escaped_processes_die_on_gpu_too(gproject, gpu_runner):
         time.sleep(0.1)
     assert not alive_with("sleep 979")
     assert r.sandbox["network"].startswith("isolated") and r.sandbox["capabilities"] == "none"
+
+
+def test_a_candidate_graph_capture_cannot_hold_is_timed_by_events_and_not_called_wrong(tmp_path, gpu_runner):
+    """A call that syncs the host (as Triton's autotuner does when it benchmarks inside the
+    captured call) makes the CUDA-graph capture fail; that must leave later torch.randn on the
+    GPU working, or the check after timing calls a correct candidate wrong."""
+    syncs = ADD_RELU.replace("    return out\n", "    torch.cuda.synchronize()\n    return out\n", 1)
+    p = Project(tmp_path).write("ref.py", ADD_RELU).write("cand.py", syncs)
+    r = p.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "ok" and r.correct, r.message
+    assert r.timing is not None and "events" in r.timing.method

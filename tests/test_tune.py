@@ -288,6 +288,25 @@ def test_autotune_edit_imports_and_passes_the_originals_checks(tmp_path, runner)
     assert r.status == "mismatch" and not r.correct
 
 
+def test_an_autotune_edit_takes_launch_options_out_of_the_launch(tmp_path, runner):
+    """Triton's Config always passes num_warps/num_stages: a launch that still passes one raises
+    "multiple values for keyword argument" (seen on TritonBench-G flash attention kernels)."""
+    from agent.tune.knobs import render_autotune_launch
+    src = ADD_RELU.replace("BLOCK=256)", "BLOCK=256, num_warps=4)")
+    (site,) = find_launch_sites(src, "add_relu")
+    new = render_autotune_launch(src, site, [{"BLOCK": 64}, {"BLOCK": 512}], ["n"])
+    assert "num_warps=4)" not in new.split("def add_relu(")[1]
+    assert new.count("num_warps=4") == 2  # the launch's value, in each config
+    p = Project(tmp_path).write("k.py", src).write("tuned.py", new)
+    r = p.evaluate(runner, "k.py::add_relu", "tuned.py::add_relu", trials=1)
+    assert r.status == "ok" and r.correct, r.message
+    # A computed option cannot be a Config's literal: no edit rather than one that raises.
+    computed = src.replace("num_warps=4)", "num_warps=4 if n > 1024 else 2)")
+    (site,) = find_launch_sites(computed, "add_relu")
+    with pytest.raises(ValueError, match="computes num_warps"):
+        render_autotune_launch(computed, site, [{"BLOCK": 64}], ["n"])
+
+
 def test_matmul_autotune_edit_keeps_its_lambda_grid_and_compiles():
     from agent.tune.knobs import render_autotune_launch
     src = (ROOT / "examples" / "matmul.py").read_text()

@@ -418,8 +418,21 @@ def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, 
     knobs taken out of the launch, so that Triton picks among ``configs`` per value of ``key``
     (the shape arguments). A grid that reads a tuned block size becomes ``lambda META: ...``.
     Raises ``ValueError`` when the launch cannot be rewritten that way."""
-    tuned = sorted({name for c in configs for name in c})
     by_name = {k.name: k for k in site.knobs}
+    # Triton's Config always carries num_warps / num_stages / num_ctas, and the autotuner passes
+    # them to the kernel: a launch that also passes one fails ("multiple values for keyword
+    # argument"). Each such option leaves the launch, its literal value going into every config.
+    configs = [dict(c) for c in configs]
+    for name in LAUNCH_OPTIONS:
+        if name not in site.keywords:
+            continue
+        k = by_name.get(name)
+        if k is None:
+            raise ValueError(f"the launch computes {name}, and an @triton.autotune config holds only "
+                             "literal values")
+        for c in configs:
+            c.setdefault(name, k.value)
+    tuned = sorted({name for c in configs for name in c})
     for name in tuned:
         if name in by_name and by_name[name].kw_span is None:
             raise ValueError(f"{name} is the launch's first argument; cannot take it out")
