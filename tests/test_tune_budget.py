@@ -254,3 +254,36 @@ def test_configs_the_budget_cuts_short_are_neither_tried_nor_wrong(tmp_path):
                   deadline=Deadline.after(2.2, "task budget"))
     assert not report.trials and "ended the" in report.message and "before any finished" in report.message, \
         report.message
+
+
+def test_the_confirmation_keeps_as_much_as_the_originals_check_took():
+    """A winner the budget leaves no time to confirm is lost: the reserve is at least the
+    original's own check (an evaluation as large as the confirmation), at most half the budget."""
+    from agent.tune.tuner import confirm_reserve
+    check = EvalResult(status="ok", correct=True, message="", duration_s=15.0)
+    assert confirm_reserve(40.0, check) == 15.0
+    assert confirm_reserve(40.0, EvalResult(status="ok", correct=True, message="", duration_s=2.0)) == 4.0
+    assert confirm_reserve(20.0, check) == 10.0
+    assert confirm_reserve(None, check) == 0.0 and confirm_reserve(40.0, None) == 4.0
+
+
+def test_under_a_budget_the_first_batch_measures_the_pace_before_larger_ones(tmp_path):
+    """Several tasks sharing a runner each sent a first batch as large as the runner, and every
+    one of them queued past its budget; the first batch is now two configs, later ones sized to
+    the time left at the pace measured."""
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+
+    class Wide(FakeGpu):
+        parallel = 12
+
+        def evaluate_many(self, reqs):
+            self.sizes = getattr(self, "sizes", []) + [sum(r.candidate is not None and not r.options.aot_configs
+                                                           for r in reqs)]
+            return super().evaluate_many(reqs)
+
+    gpu = Wide(_cost, batch_s=0.2)
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(4.0, "task budget"))
+    search = [n for n in gpu.sizes if n]
+    assert search[0] == 2 and max(search[1:]) > 2, gpu.sizes
+    assert report.tried > 2

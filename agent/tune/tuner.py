@@ -51,8 +51,22 @@ interleaved ABBA order, L2 flush and medians stay; the chosen config is then mea
 with the request's own (full) budget before anything is offered."""
 CONFIRM_RESERVE = 0.1
 """With a deadline, the search stops this share of the time before it, kept for the
-confirmation; if the search's last batch ran into that time, the confirmation still gets this
-much past the deadline (the one allowance beyond a budget)."""
+confirmation, or the original's own check's seconds when that took longer (a confirmation is
+an evaluation as large, and a winner it cannot confirm is lost), at most half the budget; if
+the search's last batch ran into that time, the confirmation still gets this much past the
+deadline (the one allowance beyond a budget)."""
+FIRST_BATCH = 2
+"""Under a deadline the first batch is this small: it measures the pace (each config's seconds
+on a runner that other tasks may share) before larger batches are sized to the time left. A
+first batch as large as the runner, sent by several tasks at once, queued past every budget."""
+
+
+def confirm_reserve(budget_s: Optional[float], original: Optional[EvalResult]) -> float:
+    """Seconds kept back from the search for the confirmation (``CONFIRM_RESERVE``)."""
+    if not budget_s:
+        return 0.0
+    check_s = (original.duration_s or 0.0) if original is not None else 0.0
+    return min(max(CONFIRM_RESERVE * budget_s, check_s), 0.5 * budget_s)
 
 
 @dataclass
@@ -515,6 +529,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     t.deadline, t.original_roof = deadline, roofline(original)
     t.untimed_why = _untimed_why(original)
     t.report.budget_s = round(deadline.left(), 1) if deadline is not None else None
+    t.reserve_s = confirm_reserve(t.report.budget_s, original)
     if not (t.find_launch(key) and t.never_runs(original) and t.build_space() and t.prune_for_arch()):
         return t.report
     t.search(max_configs, seed, timed)
@@ -525,7 +540,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     if edit is None:
         return t.report
     if deadline is not None:  # the confirmation may use the reserve even past the deadline
-        spare = Deadline(max(deadline.at, time.monotonic() + CONFIRM_RESERVE * (t.report.budget_s or 0.0)), deadline.why)
+        spare = Deadline(max(deadline.at, time.monotonic() + t.reserve_s), deadline.why)
         t.runner = BudgetRunner(runner, spare)
     t0 = time.monotonic()
     report = t.confirm(*edit)
@@ -552,6 +567,8 @@ class _Tuning:
         self.blocks: Optional[dict[str, str]] = None
         self.devices: list = []
         self.untimed_why = ""
+        self.reserve_s = 0.0
+        """Seconds of the budget kept for the confirmation (``confirm_reserve``)."""
         self.cut: list[dict] = []
         """Configs whose evaluation the deadline ended (limits lowered to the time left)."""
 
@@ -789,7 +806,7 @@ class _Tuning:
         self.report.original_pct_peak = self.original_roof.pct if self.original_roof else None
         self.report.peak_basis = self.original_roof.basis if self.original_roof else None
         if self.deadline is not None:
-            self.search_deadline = self.deadline.sooner(CONFIRM_RESERVE * (self.report.budget_s or 0.0))
+            self.search_deadline = self.deadline.sooner(self.reserve_s)
         n = _parallelism(self.runner)
         self.batch = None if self.deadline is None and not timed else (2 * n if timed else n)
         self.per_config_s: Optional[float] = None
@@ -822,7 +839,7 @@ class _Tuning:
         if self.search_deadline is None:
             return self.batch
         if self.per_config_s is None:
-            return min(remaining, max(1, _parallelism(self.runner)))
+            return min(remaining, max(1, min(FIRST_BATCH, _parallelism(self.runner))))
         fits = int(self.search_deadline.left() / max(self.per_config_s, 1e-3))
         return min(remaining, self.batch, max(1, fits))
 
