@@ -307,6 +307,27 @@ def test_an_autotune_edit_takes_launch_options_out_of_the_launch(tmp_path, runne
         render_autotune_launch(computed, site, [{"BLOCK": 64}], ["n"])
 
 
+def test_an_autotune_edit_restores_what_the_kernel_updates_in_place(tmp_path, runner):
+    """@triton.autotune runs the kernel once per config while it benchmarks: a kernel that
+    updates a tensor in place (or atomically) would compute on its own leftovers unless
+    ``restore_value`` names it (three TritonBench-G kernels came back wrong that way)."""
+    from agent.tune.knobs import render_autotune_launch, updated_in_place
+    inplace = (ADD_RELU.replace("tl.store(out_ptr + offs", "tl.store(x_ptr + offs")
+               .replace("    return out\n", "    return x\n", 1))
+    assert updated_in_place(inplace, "add_relu_kernel") == ["x_ptr"]
+    assert updated_in_place(ADD_RELU, "add_relu_kernel") == []  # out is written, never read
+    atomic = ADD_RELU.replace("tl.store(out_ptr + offs, ", "tl.atomic_add(out_ptr + offs * 1, ")
+    assert updated_in_place(atomic, "add_relu_kernel") == ["out_ptr"]
+    (site,) = find_launch_sites(inplace, "add_relu")
+    new = render_autotune_launch(inplace, site, [{"BLOCK": 64}, {"BLOCK": 512}], ["n"])
+    assert "restore_value=['x_ptr']" in new
+    p = Project(tmp_path).write("k.py", inplace).write("tuned.py", new)
+    r = p.evaluate(runner, "k.py::add_relu", "tuned.py::add_relu", trials=1)
+    assert r.status == "ok" and r.correct, r.message
+    (site,) = find_launch_sites(ADD_RELU, "add_relu")
+    assert "restore_value" not in render_autotune_launch(ADD_RELU, site, [{"BLOCK": 64}], ["n"])
+
+
 def test_matmul_autotune_edit_keeps_its_lambda_grid_and_compiles():
     from agent.tune.knobs import render_autotune_launch
     src = (ROOT / "examples" / "matmul.py").read_text()

@@ -412,6 +412,60 @@ def render_autotune(text: str, at: AutotuneConfigs, config) -> str:
     return apply(text, {at.span: "[" + ", ".join(items) + "]"})
 
 
+def updated_in_place(text: str, kernel: str) -> list[str]:
+    """The kernel's pointer parameters whose memory a second run would find changed: those it
+    stores to and also loads from, and those it updates atomically. ``@triton.autotune`` runs the
+    kernel many times while it benchmarks, so those must be restored between runs
+    (``restore_value``) or the call it returns computes on its own leftovers. A parameter
+    counts when a pointer expression reads it or a local name computed from it."""
+    kdef = next((n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if kdef is None:
+        return []
+    params = [a.arg for a in kdef.args.args]
+    consts = _constexpr_params(kdef)
+    origin: dict[str, set[str]] = {p: {p} for p in params if p not in consts}
+
+    def sources(node: Optional[ast.AST]) -> set[str]:
+        """The parameters a pointer expression is based on: the terms of a sum (not the factors
+        of an offset, so strides and sizes are left out), a block pointer's base."""
+        if isinstance(node, ast.Name):
+            return origin.get(node.id, set())
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            return sources(node.left) | sources(node.right)
+        if isinstance(node, ast.IfExp):
+            return sources(node.body) | sources(node.orelse)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("make_block_ptr", "advance", "make_tensor_descriptor"):
+                return sources(node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg in ("base", "ptr")), None))
+            if node.func.attr in ("to", "cast"):
+                return sources(node.func.value)
+        return set()
+
+    for node in ast.walk(kdef):  # local names derived from pointer parameters, in source order
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    origin[t.id] = origin.get(t.id, set()) | sources(node.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            origin[node.target.id] = origin.get(node.target.id, set()) | sources(node.value)
+    loaded: set[str] = set()
+    stored: set[str] = set()
+    atomic: set[str] = set()
+    for node in ast.walk(kdef):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        op = node.func.attr
+        ptr = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("pointer", "ptr")), None)
+        if op == "load":
+            loaded |= sources(ptr)
+        elif op == "store":
+            stored |= sources(ptr)
+        elif op.startswith("atomic_"):
+            atomic |= sources(ptr)
+    return [p for p in params if p in (stored & loaded) | atomic]
+
+
 def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, int]],
                            key: list[str], triton_name: str = "triton") -> str:
     """The source with the kernel decorated by ``@triton.autotune(configs, key)`` and the tuned
@@ -464,8 +518,9 @@ def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, 
         meta = ", ".join(f"{n!r}: {c[n]}" for n in meta_names if n in c)
         opts = "".join(f", {n}={c[n]}" for n in LAUNCH_OPTIONS if n in c)
         rows.append(f"        {triton_name}.Config({{{meta}}}{opts}),\n")
+    restore = updated_in_place(text, site.kernel)
     deco = (f"@{triton_name}.autotune(\n    configs=[\n" + "".join(rows) + "    ],\n"
-            f"    key={key!r},\n)\n")
+            f"    key={key!r},\n" + (f"    restore_value={restore!r},\n" if restore else "") + ")\n")
     return apply(text, edits, {(site.kernel_line, 0): deco})
 
 
