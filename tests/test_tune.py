@@ -105,6 +105,7 @@ def test_choose_needs_a_real_margin():
 def test_every_config_is_verified_and_a_truncating_block_is_caught(tmp_path, runner):
     # One program per row, no loop: a block shorter than the row silently drops columns.
     p = Project(tmp_path)
+    # (A 2-D grid keeps rows_per_program, tested in test_tune_knobs.py, out of this space.)
     p.write("rowsum.py", """
         import torch
         import triton
@@ -119,7 +120,7 @@ def test_every_config_is_verified_and_a_truncating_block_is_caught(tmp_path, run
 
         def rowsum(x):
             out = torch.empty(x.shape[0], device=x.device, dtype=x.dtype)
-            rowsum_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=256, num_warps=4)
+            rowsum_kernel[(x.shape[0], 1)](x, out, x.shape[1], BLOCK=256, num_warps=4)
             return out
 
         def get_inputs():

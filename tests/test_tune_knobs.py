@@ -253,3 +253,107 @@ def test_what_the_compile_screen_and_an_autotune_config_can_hold():
     assert screen_part(hinted, original, hints=("eviction_policy",)) == {"num_warps": 8}  # the screen can
     scaled_block = {**same, "BLOCK": "triton.next_power_of_2(n) * 2"}
     assert screen_part(scaled_block, original, hints=("eviction_policy",)) is None
+
+
+SOFTMAX_ROWS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(in_ptr + row * stride + offs, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    tl.store(out_ptr + row * stride + offs, num / tl.sum(num, axis=0), mask=mask)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return out
+
+
+INPUT_CASES = [dict(m=37, n=100), dict(m=8, n=64)]
+
+
+def get_inputs(m=37, n=100):
+    return [torch.randn(m, n, device="cuda")]
+'''
+
+
+def test_rows_per_program_runs_each_row_as_its_own_program_did_and_is_verified(tmp_path, runner):
+    """R consecutive program indices per program, in a loop guarded by the original grid's size
+    (37 rows: the last program's extra indices run nothing), composed with the other rewrites
+    and launch options."""
+    from agent.tune.rewrites import rows_rewrite
+    kdef = next(n for n in ast.parse(SOFTMAX_ROWS).body if isinstance(n, ast.FunctionDef))
+    (site,) = find_launch_sites(SOFTMAX_ROWS, "softmax")
+    rw = rows_rewrite(SOFTMAX_ROWS, kdef, site)
+    assert rw is not None and rw.values == ["as written", "2 per program", "4 per program", "8 per program"]
+    site.rewrites = kernel_rewrites(kdef, "cuda", "sm_90") + [rw]
+    p = Project(tmp_path).write("s.py", SOFTMAX_ROWS)
+    for r in ("2", "8"):
+        new = render_config(SOFTMAX_ROWS, site, {"rows_per_program": f"{r} per program", "num_warps": 2,
+                                                 "eviction_policy": "streamed: evict_first"})
+        assert f"softmax_kernel[(triton.cdiv(n_rows, {r}),)](" in new
+        assert f"GEAK_ROWS_N=(n_rows), ROWS_PER_PROGRAM={r}, num_warps=2)" in new
+        assert "row = (_geak_first + _geak_r)" in new and 'eviction_policy="evict_first"' in new
+        p.write(f"r{r}.py", new)
+        res = p.evaluate(runner, "s.py::softmax", f"r{r}.py::softmax", trials=1)
+        assert res.status == "ok" and res.correct, res.message
+    assert render_config(SOFTMAX_ROWS, site, {"rows_per_program": "as written"}) == SOFTMAX_ROWS
+    # A guard that ran every index regardless would write past the last row: caught, not kept.
+    broken = render_config(SOFTMAX_ROWS, site, {"rows_per_program": "4 per program"}).replace(
+        "if _geak_first + _geak_r < GEAK_ROWS_N:", "if _geak_first + _geak_r >= 0:")
+    p.write("broken.py", broken)
+    assert not p.evaluate(runner, "s.py::softmax", "broken.py::softmax", trials=1).correct
+    # The tuner searches it as one more axis.
+    t = _Tuning(runner, p.request("s.py::softmax"), "sm_90", 1)
+    assert t.find_launch(None) and t.build_space()
+    assert {c["rows_per_program"] for c in t.space} == set(rw.values)
+
+
+def test_rows_per_program_restarts_pointers_the_body_advances(tmp_path, runner):
+    """``in_ptr += row * stride`` (most TritonBench-G norms): each index must start from the
+    parameter's value, or the second row of a program reads from twice as far."""
+    from agent.tune.rewrites import rows_rewrite
+    src = SOFTMAX_ROWS.replace("    offs = tl.arange(0, BLOCK)\n",
+                               "    in_ptr += row * stride\n    out_ptr += row * stride\n    offs = tl.arange(0, BLOCK)\n"
+                               ).replace("in_ptr + row * stride + offs", "in_ptr + offs").replace(
+                                   "out_ptr + row * stride + offs", "out_ptr + offs")
+    kdef = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef))
+    (site,) = find_launch_sites(src, "softmax")
+    site.rewrites = [rows_rewrite(src, kdef, site)]
+    new = render_config(src, site, {"rows_per_program": "4 per program"})
+    assert "_geak_saved_in_ptr = in_ptr" in new and "            in_ptr = _geak_saved_in_ptr" in new
+    p = Project(tmp_path).write("s.py", src).write("r4.py", new)
+    r = p.evaluate(runner, "s.py::softmax", "r4.py::softmax", trials=1)
+    assert r.status == "ok" and r.correct, r.message
+    p.write("drifts.py", new.replace("            in_ptr = _geak_saved_in_ptr\n", ""))
+    assert not p.evaluate(runner, "s.py::softmax", "drifts.py::softmax", trials=1).correct
+
+
+def test_rows_per_program_is_left_out_where_it_would_not_be_the_same_program():
+    from agent.tune.rewrites import rows_rewrite
+
+    def rows(src):
+        kdef = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef))
+        return rows_rewrite(src, kdef, find_launch_sites(src, "softmax")[0])
+
+    assert rows(SOFTMAX_ROWS) is not None
+    # a grid that follows a tuned block (E would differ between configs), a 2-D grid, an early
+    # return, a lock, a second use of the program id, a second launch of the kernel
+    tied = SOFTMAX_ROWS.replace("[(n_rows,)]", "[(triton.cdiv(n_rows * n_cols, 256),)]").replace(
+        "BLOCK=triton.next_power_of_2(n_cols))", "BLOCK=256)")
+    assert rows(tied) is None
+    assert rows(SOFTMAX_ROWS.replace("[(n_rows,)]", "[(n_rows, 1)]")) is None
+    assert rows(SOFTMAX_ROWS.replace("    x = x - tl.max", "    if n_cols == 0:\n        return\n    x = x - tl.max")) is None
+    assert rows(SOFTMAX_ROWS.replace("    num = tl.exp(x)", "    tl.atomic_cas(out_ptr, 0.0, 1.0)\n    num = tl.exp(x)")) is None
+    assert rows(SOFTMAX_ROWS.replace("offs = tl.arange(0, BLOCK)", "offs = tl.arange(0, BLOCK) + tl.program_id(0) * 0")) is None
+    assert rows(SOFTMAX_ROWS.replace("    return out\n", "    softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK=128)\n    return out\n", 1)) is None

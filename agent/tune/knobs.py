@@ -351,8 +351,8 @@ def render_config(text: str, site: LaunchSite, config: dict) -> str:
             inserts.update(i)
     extra = [f"{name}={config[name]}" for name in LAUNCH_OPTIONS if name in config and name not in present
              and not (name == "num_ctas" and config[name] == 1)]
-    if extra and site.insert_at:
-        inserts[site.insert_at] = "".join(f", {e}" for e in extra)
+    if extra and site.insert_at:  # after a rewrite's own arguments there, if any
+        inserts[site.insert_at] = inserts.get(site.insert_at, "") + "".join(f", {e}" for e in extra)
     return apply(text, edits, inserts)
 
 

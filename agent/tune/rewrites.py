@@ -16,15 +16,22 @@ evaluator before it can be kept.
   it on the target (under the CPU interpreter tf32 is computed as ieee, so only a GPU run can
   reject it).
 
-Not done: several rows per program for row-wise kernels. It needs the kernel's indexing
-rewritten into a 2-D block (row offsets, a row mask on every load and store, reductions along
-one axis), which is a different program, not a rewrite that is right by construction; the LLM
-strategy is the place for it.
+* ``rows_per_program`` for kernels on a 1-D grid ``(E,)`` whose body reads
+  ``tl.program_id(0)`` once, in a statement of its own: each program runs the body for R
+  consecutive program indices in a loop, ``if first + r < E`` (E passed as a new argument), on
+  a grid of ``cdiv(E, R)``. Every index runs the body exactly as its own program did, so the
+  result is the same by construction, provided programs do not wait on each other (kernels with
+  ``atomic_cas`` / ``atomic_xchg``, i.e. locks, are left alone) and the body has no ``return``.
+  Fewer, longer programs pay the per-program cost (index math, the launch's tail) once per R
+  rows: the win for many short rows. Not the 2-D block over rows (a different program: row
+  offsets, a row mask on every load and store, reductions along one axis), which is the LLM
+  strategy's.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from .knobs import Span, _span
@@ -45,6 +52,94 @@ class Rewrite:
     @property
     def values(self) -> list[str]:
         return list(self.options)
+
+
+ROWS_PER_PROGRAM = (2, 4, 8)
+"""The values of ``rows_per_program`` tried besides the kernel as written (one)."""
+ROWS_ARG, ROWS_N_ARG = "ROWS_PER_PROGRAM", "GEAK_ROWS_N"
+
+
+def rows_rewrite(text: str, kdef: ast.FunctionDef, site) -> Rewrite | None:
+    """``rows_per_program`` for this launch of ``kdef`` (``knobs.LaunchSite``), or None where
+    the pattern is not there (see the module's docstring). Made of inserts and one small edit
+    only, so that it composes with the other rewrites and the knobs' edits."""
+    lines = text.splitlines(keepends=True)
+    tree = ast.parse(text)
+    if (site.grid_span is None or site.grid_is_lambda or site.insert_at is None
+            or text.count(f"{kdef.name}[") != 1 or kdef.args.vararg or kdef.args.kwarg or kdef.args.kwonlyargs
+            or kdef.args.defaults or not kdef.args.args or len(kdef.decorator_list) != 1
+            or not re.search(r"^import triton\b|^import triton\.language as tl\b", text, re.M)):
+        return None
+    pids = [n for n in ast.walk(kdef) if _is_tl_call(n, "program_id")]
+    if len(pids) != 1 or any(_is_tl_call(n, "num_programs") for n in ast.walk(kdef)):
+        return None
+    pid = pids[0]
+    axis = pid.args[0] if pid.args else next((k.value for k in pid.keywords if k.arg == "axis"), None)
+    if not (isinstance(axis, ast.Constant) and axis.value == 0):
+        return None
+    if any(isinstance(n, ast.Name) and n.id.startswith("_geak_") for n in ast.walk(kdef)):
+        return None  # the names the rewrite adds are taken
+    if any(isinstance(n, ast.Return) for n in ast.walk(kdef)) or \
+            any(_is_tl_call(n, "atomic_cas") or _is_tl_call(n, "atomic_xchg") for n in ast.walk(kdef)):
+        return None
+    top = next((st for st in kdef.body if any(n is pid for n in ast.walk(st))), None)
+    if not isinstance(top, (ast.Assign, ast.AnnAssign)):
+        return None
+    rest = kdef.body[kdef.body.index(top):]
+    first, last = top.lineno, rest[-1].end_lineno
+    if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.end_lineno > n.lineno
+           for st in rest for n in ast.walk(st)):
+        return None  # a multi-line string would change if indented
+    grid = next((n for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List)) and _span(n) == site.grid_span), None)
+    if grid is None or len(grid.elts) != 1 or isinstance(grid.elts[0], ast.Constant):
+        return None
+    e = grid.elts[0]
+    es = _span(e)
+    knob_vars = {k.var for k in site.knobs if k.var} | {x.var for x in site.exprs if x.var}
+    inside = lambda s: (s[0], s[1]) >= es[:2] and (s[2], s[3]) <= es[2:]  # noqa: E731
+    if any(inside(sp) for k in site.knobs for sp in k.spans) or any(inside(x.span) for x in site.exprs) or \
+            any(isinstance(n, ast.Name) and n.id in knob_vars for n in ast.walk(e)):
+        return None  # the grid follows a tuned block: E would differ between configs
+    e_text = ast.get_source_segment(text, e)
+    ind = lines[first - 1][:top.col_offset]
+    if e_text is None or ind.strip() or lines[first - 1][top.col_offset:].lstrip() != lines[first - 1][top.col_offset:]:
+        return None
+    tl_name = "tl" if re.search(r"^import triton\.language as tl\b|^from triton import language as tl\b", text, re.M) \
+        else "triton.language"
+    last_arg = kdef.args.args[-1]
+    sig_end = (last_arg.end_lineno, last_arg.end_col_offset)
+    # Names the body rebinds that held a value before it (``X += row * stride`` on a pointer
+    # parameter): each index must start from that value, as its own program did.
+    before = {a.arg for a in kdef.args.args} | {n for st in kdef.body[:kdef.body.index(top)] for n in _bound(st)}
+    carried = sorted({n for st in rest for n in _bound(st)} & before)
+    rw = Rewrite("rows_per_program", "as written", {"as written": ({}, {})})
+    for r in ROWS_PER_PROGRAM:
+        head = ("".join(f"{ind}_geak_saved_{n} = {n}\n" for n in carried)
+                + f"{ind}_geak_first = {tl_name}.program_id(0) * {ROWS_ARG}\n"
+                f"{ind}for _geak_r in range(0, {ROWS_ARG}):\n"
+                f"{ind}    if _geak_first + _geak_r < {ROWS_N_ARG}:\n"
+                + "".join(f"{ind}        {n} = _geak_saved_{n}\n" for n in carried))
+        inserts = {(first, 0): head + "        ",
+                   sig_end: f", {ROWS_N_ARG}, {ROWS_ARG}: {tl_name}.constexpr",
+                   es[:2]: "triton.cdiv(", es[2:]: f", {r})",
+                   site.insert_at: f", {ROWS_N_ARG}=({e_text}), {ROWS_ARG}={r}"}
+        for ln in range(first + 1, last + 1):
+            if lines[ln - 1].strip():
+                inserts[(ln, 0)] = "        "
+        rw.options[f"{r} per program"] = ({_span(pid): "(_geak_first + _geak_r)"}, inserts)
+    return rw
+
+
+def _bound(stmt: ast.AST) -> set[str]:
+    """Names a statement (and what it holds) assigns."""
+    out: set[str] = set()
+    for n in ast.walk(stmt):
+        targets = (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+            n, (ast.AugAssign, ast.AnnAssign, ast.For)) else [n.optional_vars] if isinstance(n, ast.withitem)
+            and n.optional_vars is not None else [])
+        for t in targets:
+            out |= {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
+    return out
 
 
 def kernel_rewrites(kdef: ast.FunctionDef, backend: str, arch: str) -> list[Rewrite]:

@@ -35,7 +35,7 @@ from ..deadline import BudgetRunner, Deadline
 from ..roofline import ROOFLINE_STOP_PCT, Roofline, roofline
 from .knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
                     render_autotune_launch, render_config)
-from .rewrites import kernel_rewrites
+from .rewrites import kernel_rewrites, rows_rewrite
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "rocm": (1, 2)}
@@ -659,6 +659,9 @@ class _Tuning:
                     None)
         if kdef is not None:
             site.rewrites = kernel_rewrites(kdef, self.backend, self.arch)
+            rows = rows_rewrite(self.text, kdef, site)
+            if rows is not None:
+                site.rewrites.append(rows)
         sm = re.fullmatch(r"sm_(\d+)a?", self.arch)
         if self.backend == "cuda" and sm and int(sm.group(1)) >= 90 and self.uses_dot:
             site.extra_axes = {"num_ctas": [1, 2]}
