@@ -278,7 +278,7 @@ def _space_for_triton(text: str, site, rep_, max_configs: int):
 
 def triton_over_the_same_space(req, out, runner, wall, max_configs: int, budget_s: float) -> dict:
     """``@triton.autotune`` over the tuner's space, evaluated against the original."""
-    from agent.deadline import BudgetRunner
+    from agent.deadline import BudgetRunner, Deadline, earliest
     from agent.roofline import roofline
     rep_, text = out.report, req.files[req.target.path]
     sites = find_launch_sites(text, req.target.symbol)
@@ -293,7 +293,6 @@ def triton_over_the_same_space(req, out, runner, wall, max_configs: int, budget_
         src = render(space)
     except ValueError as e:
         return {"skipped": f"cannot write it as an @triton.autotune: {e}"}
-    from agent.deadline import Deadline, earliest
     t0 = time.perf_counter()
     # Triton benchmarks every config at the first call of each shape: its side gets the task's
     # budget again on top of the original's check, so one slow task cannot hold the run.

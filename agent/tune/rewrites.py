@@ -68,7 +68,7 @@ def rows_rewrite(text: str, kdef: ast.FunctionDef, site) -> Rewrite | None:
     if (site.grid_span is None or site.grid_is_lambda or site.insert_at is None
             or text.count(f"{kdef.name}[") != 1 or kdef.args.vararg or kdef.args.kwarg or kdef.args.kwonlyargs
             or kdef.args.defaults or not kdef.args.args or len(kdef.decorator_list) != 1
-            or not re.search(r"^import triton\b|^import triton\.language as tl\b", text, re.M)):
+            or not re.search(r"^import triton\b", text, re.M)):
         return None
     pids = [n for n in ast.walk(kdef) if _is_tl_call(n, "program_id")]
     if len(pids) != 1 or any(_is_tl_call(n, "num_programs") for n in ast.walk(kdef)):
@@ -102,7 +102,7 @@ def rows_rewrite(text: str, kdef: ast.FunctionDef, site) -> Rewrite | None:
         return None  # the grid follows a tuned block: E would differ between configs
     e_text = ast.get_source_segment(text, e)
     ind = lines[first - 1][:top.col_offset]
-    if e_text is None or ind.strip() or lines[first - 1][top.col_offset:].lstrip() != lines[first - 1][top.col_offset:]:
+    if e_text is None or ind.strip():  # the statement must begin its line
         return None
     tl_name = "tl" if re.search(r"^import triton\.language as tl\b|^from triton import language as tl\b", text, re.M) \
         else "triton.language"
@@ -132,14 +132,15 @@ def rows_rewrite(text: str, kdef: ast.FunctionDef, site) -> Rewrite | None:
 
 def _bound(stmt: ast.AST) -> set[str]:
     """Names a statement (and what it holds) assigns."""
-    out: set[str] = set()
+    targets: list[ast.AST] = []
     for n in ast.walk(stmt):
-        targets = (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-            n, (ast.AugAssign, ast.AnnAssign, ast.For)) else [n.optional_vars] if isinstance(n, ast.withitem)
-            and n.optional_vars is not None else [])
-        for t in targets:
-            out |= {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
-    return out
+        if isinstance(n, ast.Assign):
+            targets += n.targets
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets.append(n.target)
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            targets.append(n.optional_vars)
+    return {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
 
 
 def kernel_rewrites(kdef: ast.FunctionDef, backend: str, arch: str) -> list[Rewrite]:
