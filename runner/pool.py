@@ -51,22 +51,59 @@ POOL_PREFIX = "geak-pool-"
 
 
 class RWLock:
-    """Many readers or one writer; a waiting writer blocks new readers."""
+    """Many readers or one writer; a waiting writer blocks new readers, and when a writer lets
+    go, the readers that were waiting for it go in before the next writer (phase-fair: with
+    timings queued back to back, correctness checks still get a turn after each, instead of
+    waiting for the whole queue). It keeps account of its use (``usage``): seconds held for
+    writing, seconds with at least one reader, and seconds a writer waited while readers held
+    it."""
 
     def __init__(self):
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
+        self._readers_waiting = 0
+        self._turn = 0  # readers still let in before the next writer, after the last writer let go
+        self._since = time.monotonic()
+        self._mark = self._since  # the last change of state, for the accounts below
+        self._acct = {"write": 0.0, "read": 0.0, "writer_waiting": 0.0}
+
+    def _account(self) -> None:
+        """Add the time since the last change to the state that held (under ``_cond``)."""
+        now = time.monotonic()
+        dt, self._mark = now - self._mark, now
+        if self._writer:
+            self._acct["write"] += dt
+        elif self._readers:
+            self._acct["read"] += dt
+            if self._writers_waiting:
+                self._acct["writer_waiting"] += dt
+
+    def usage(self) -> dict[str, float]:
+        """Seconds since it was made (``wall``), held for writing (``write``), held by readers
+        (``read``), and of those, with a writer waiting (``writer_waiting``)."""
+        with self._cond:
+            self._account()
+            return {"wall": round(time.monotonic() - self._since, 3),
+                    **{k: round(v, 3) for k, v in self._acct.items()}}
 
     def acquire_read(self, until: Optional[float] = None) -> bool:
         """Held for reading (True), or ``time.monotonic()`` reached ``until`` first (False)."""
         with self._cond:
-            while self._writer or self._writers_waiting:
-                if not self._wait(until):
-                    return False
-            self._readers += 1
-            return True
+            self._readers_waiting += 1
+            try:
+                while self._writer or (self._writers_waiting and not self._turn):
+                    if not self._wait(until):
+                        self._turn = max(0, self._turn - 1)  # one fewer to wait for
+                        self._cond.notify_all()
+                        return False
+                self._turn = max(0, self._turn - 1)
+                self._account()
+                self._readers += 1
+                return True
+            finally:
+                self._readers_waiting -= 1
 
     def _wait(self, until: Optional[float]) -> bool:
         if until is None:
@@ -80,26 +117,32 @@ class RWLock:
 
     def release_read(self):
         with self._cond:
+            self._account()
             self._readers -= 1
             self._cond.notify_all()
 
     def acquire_write(self, until: Optional[float] = None) -> bool:
         """Held for writing (True), or ``time.monotonic()`` reached ``until`` first (False)."""
         with self._cond:
+            self._account()
             self._writers_waiting += 1
             try:
-                while self._writer or self._readers:
+                while self._writer or self._readers or self._turn:
                     if not self._wait(until):
                         return False
+                self._account()
                 self._writer = True
                 return True
             finally:
+                self._account()
                 self._writers_waiting -= 1
                 self._cond.notify_all()  # readers held back by this writer may go on
 
     def release_write(self):
         with self._cond:
+            self._account()
             self._writer = False
+            self._turn = self._readers_waiting
             self._cond.notify_all()
 
 
@@ -148,6 +191,8 @@ class Job:
         self.where = ""
         self.compile_s = 0.0
         self.wait_s = 0.0
+        self.held_s = {"read": 0.0, "write": 0.0}  # seconds it held the device lock, by kind
+        self._held_since = 0.0
         self.wait_until: Optional[float] = None  # the latest it may still wait for the device lock
         self.started = time.monotonic()
         threading.Thread(target=self._read_out, daemon=True).start()
@@ -249,11 +294,16 @@ class Job:
         if not got:
             raise Stopped("wait", f"waited {self.wait_s:.0f} s in all for the GPU, which other evaluations held",
                           self)
+        self._held_since = time.monotonic()
+
+    def release_device(self, kind: str) -> None:
+        """Give back the device lock taken with ``take_device(kind)``."""
+        self.held_s[kind] += time.monotonic() - self._held_since
+        (self.pool.device_lock.release_read if kind == "read" else self.pool.device_lock.release_write)()
 
     def call(self, msg: dict, lock: Optional[str], budget: "Budget") -> dict:
         """Send an op and wait for its reply, holding the device lock the op needs (``read``,
         ``write``, or None; "held" when the caller holds it). Raises ``Stopped``."""
-        pool = self.pool
         gpu = self.device is not None and self.device.is_gpu
         held: Optional[str] = None
 
@@ -265,10 +315,8 @@ class Job:
 
         def give():
             nonlocal held
-            if held == "read":
-                pool.device_lock.release_read()
-            elif held == "write":
-                pool.device_lock.release_write()
+            if held in ("read", "write"):
+                self.release_device(held)
             held = None
 
         take()
@@ -844,6 +892,7 @@ class WorkerPool:
                                               hint="fewer evaluations at once, more --workers, or a longer "
                                                    "limits.wait_s"),
                               duration_s=round(time.monotonic() - t0, 3))
+        slot_s = time.monotonic() - t0
         try:
             try:
                 ref = self._take_reference(reference_digest(req))
@@ -866,6 +915,8 @@ class WorkerPool:
                 self._return_reference(ref)
                 shutil.rmtree(xdir, ignore_errors=True)
             result.duration_s = round(time.monotonic() - t0, 3)
+            if slot_s > 0.001:
+                result.phases["slot_wait"] = round(slot_s, 3)
             return result
         finally:
             self._slots.release()

@@ -342,8 +342,9 @@ class EvalResult:
     """Tail of what the user's code printed."""
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
-    """Wall seconds per phase in the worker (import, run, compile, timing) and waiting for the
-    device (device_wait): where an evaluation's time went."""
+    """Wall seconds per phase in the worker (import, run, compile, timing), waiting for the
+    device (device_wait) and, on a busy runner, for a free worker slot (slot_wait): where an
+    evaluation's time went."""
     schema: str = SCHEMA
 
     @property

@@ -226,7 +226,6 @@ class Session:
         t0 = time.monotonic()
         limits = self.opts.limits
         tb, rb = self.budget(limits.timing_s), self.budget(limits.timing_s)
-        lock = self.pool.device_lock
         for case in cases:
             got = self.ask(self.ref, {"op": "time_inputs", "case": case}, rb)
             if got is None:
@@ -246,7 +245,7 @@ class Session:
                     if alone is None:
                         break
             finally:
-                lock.release_write()
+                self.cand.release_device("write")
             if t is None:
                 break
             if t.get("timing"):
@@ -322,6 +321,10 @@ class Session:
             r.phases["compile"] = round(compile_s, 3)
         if wait_s > 0.001:
             r.phases["device_wait"] = round(wait_s, 3)
+        for kind in ("read", "write"):  # seconds the evaluation held the GPU, shared and alone
+            held = self.ref.held_s[kind] + self.cand.held_s[kind]
+            if held > 0.001:
+                r.phases[f"device_{kind}"] = round(held, 3)
         r.sandbox = self.sandbox_report()
         return r
 

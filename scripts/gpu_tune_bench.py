@@ -20,7 +20,7 @@ reuses the other's compiles. Writes DIR/tune_bench.json and prints a Markdown ta
 Over a folder of task files (TritonBench-G, or any ``geak bench`` format), within a time limit:
 
     python scripts/gpu_tune_bench.py --out DIR --tasks-dir .ext/tbg --tasks 'matmul*,softmax*' \
-        --task-budget 60 --wall 420 --jobs 4 --workers 12
+        --task-budget 30 --wall 420 --workers 14
 
 Per task: ``geak optimize --strategy tune`` as ``geak bench`` runs it (``--task-budget`` seconds
 each, and the whole run stops its tasks at ``--wall`` seconds, keeping what each verified), and
@@ -28,10 +28,19 @@ each, and the whole run stops its tasks at ``--wall`` seconds, keeping what each
 sample of ``--max-configs`` with the original's config when larger; an autotuned kernel's own
 list and its neighbours), evaluated against the original by the same evaluator: its search
 seconds are that evaluation's worker seconds less the original's own check's (the autotuning
-happens in its first calls). Columns: original ms, tuned ms, speedup, % of peak (original → tuned,
-``agent.roofline``), search s, configs, the same for Triton's autotune, and a verdict. Writes
-DIR/tbg_tune_bench.json and DIR/tbg_tune_bench.md. Runs on a CPU too (the Triton interpreter):
-every config is verified there, but nothing is timed, and the table says so.
+happens in its first calls). Columns: original ms, tuned ms (an improved row's both from the
+confirmation's interleaved measurement), speedup, % of peak (original → tuned,
+``agent.roofline``), search s, configs, the same for Triton's autotune, and a verdict.
+
+Tasks run one at a time by default (``--jobs 1``): a task's budget is the wall time of a search
+that has the GPU to itself. With more, the tasks' evaluations queue on the runner's device lock
+(timing holds it alone), and each search gets a share of its budget's time; the header says how
+long the GPU was held alone and shared, and each row keeps where its evaluations' time went
+(``original_phases``, ``timeline``). The JSON names the code measured (a digest of ``agent/`` and
+``runner/``): ``--merge DIR...`` puts parts run apart into one table, and refuses parts of
+different code, settings or device. Writes DIR/tbg_tune_bench.json and DIR/tbg_tune_bench.md.
+Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
+timed, and the table says so.
 """
 
 from __future__ import annotations
@@ -342,16 +351,24 @@ def tune_task(task, opts, runner, args, wall) -> dict:
         return {**row, "verdict": out.message[:200]}
     rep_, base = out.report, out.baseline
     timed = base.timing is not None
+    confirmed = out.result.timing if out.improved and out.result.timing else None
     row.update({
-        "original_ms": base.timing.cand_ms if timed else None,
-        "tuned_ms": out.result.timing.cand_ms if out.improved and out.result.timing else (
-            base.timing.cand_ms if timed else None),
+        # An improved row's two times are the confirmation's (one interleaved measurement, the
+        # speedup's own); the original's check measured it apart (original_check_ms), and two
+        # measurements of a few-microsecond kernel differ by more than the gains at stake.
+        "original_ms": confirmed.ref_ms if confirmed else (base.timing.cand_ms if timed else None),
+        "tuned_ms": confirmed.cand_ms if confirmed else (base.timing.cand_ms if timed else None),
+        "original_check_ms": base.timing.cand_ms if timed else None,
         "speedup": out.speedup if out.improved else (1.0 if timed else None), "improved": out.improved,
         "pct_peak": [rep_.original_pct_peak, rep_.best_pct_peak if out.improved else rep_.original_pct_peak],
         "peak_basis": rep_.peak_basis, "search_s": round((rep_.search_s or 0) + (rep_.confirm_s or 0), 1),
         "tried": rep_.tried, "verified": sum(t.correct for t in rep_.trials), "space": rep_.space_size,
         "stopped": rep_.stopped, "stopped_after": rep_.stopped_after, "message": rep_.message[:300],
-        "best": rep_.best, "device": str(base.device) if base.device else None})
+        "best": rep_.best, "device": str(base.device) if base.device else None,
+        # Where the time went: the original's check and each finished config's evaluation.
+        "original_phases": dict(base.phases), "original_s": base.duration_s,
+        "trial_phases": [{"config": t.config, "status": t.status, "correct": t.correct, **t.phases}
+                         for t in rep_.trials], "timeline": rep_.timeline})
     if not rep_.kernel or not rep_.space_size:
         row["verdict"] = f"not tunable: {rep_.message[:160]}"
     elif not args.skip_triton:
@@ -395,6 +412,48 @@ def tasks_table(rows: list[dict], timed: bool) -> str:
     return "\n".join(out)
 
 
+def source_digest() -> str:
+    """What code measured: a digest of the package sources (``agent/``, ``runner/``), so that
+    parts run apart can be put in one table only when they ran the same code."""
+    import hashlib
+    h = hashlib.sha256()
+    for f in sorted([*ROOT.glob("agent/**/*.py"), *ROOT.glob("runner/**/*.py")]):
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def header(n: int, what: str, device: str, settings: str, lock: dict, source: str) -> str:
+    return (f"{n} task(s) from {what} on {device}; {settings}; code {source}; the GPU held alone (timing) "
+            f"{lock['write']:.0f} s, shared (checks) {lock['read']:.0f} s of {lock['wall']:.0f} s")
+
+
+def merge_main(args) -> int:
+    """Parts run apart (``--merge DIR ...``) in one table: same code and settings, or a refusal."""
+    parts = [json.loads((Path(d) / "tbg_tune_bench.json").read_text()) for d in args.merge]
+    for key in ("source", "settings", "device"):
+        seen = {p.get(key) for p in parts}
+        if len(seen) > 1:
+            print(f"--merge: the parts differ in {key} ({', '.join(sorted(map(str, seen)))}); "
+                  "one table needs one code, settings and device", file=sys.stderr)
+            return 2
+    rows: dict[str, dict] = {}
+    for p in parts:  # a task in several parts: the later part's row
+        rows.update({r["task"]: r for r in p["rows"]})
+    lock = {k: sum(p["device_lock"][k] for p in parts) for k in ("wall", "write", "read", "writer_waiting")}
+    ordered = [rows[k] for k in sorted(rows)]
+    timed = any(r.get("original_ms") is not None for r in ordered)
+    md = header(len(ordered), f"{len(parts)} parts", parts[0]["device"], parts[0]["settings"], lock,
+                parts[0]["source"]) + "\n\n" + tasks_table(ordered, timed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tbg_tune_bench.json").write_text(json.dumps(
+        {"device": parts[0]["device"], "settings": parts[0]["settings"], "source": parts[0]["source"],
+         "device_lock": lock, "rows": ordered}, indent=2, default=str))
+    (out / "tbg_tune_bench.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
 def tasks_main(args) -> int:
     """Every task of ``--tasks-dir`` through the tuner and Triton's autotune, ``--jobs`` at a time."""
     import concurrent.futures
@@ -424,14 +483,20 @@ def tasks_main(args) -> int:
                 print(f"{row['task']}: {row['verdict']}", file=sys.stderr, flush=True)
                 (out / "tbg_tune_bench.json").write_text(json.dumps(rows, indent=2, default=str))
         device = str(runner.device_info())
+        lock = runner.pool.device_lock.usage()
     finally:
         runner.close()
     rows.sort(key=lambda r: r["task"])
     timed = any(r.get("original_ms") is not None for r in rows)
-    md = (f"{len(runnable)} task(s) from {args.tasks_dir} ({args.tasks or 'all'}) on {device}; --task-budget "
-          f"{args.task_budget} s, --wall {args.wall} s, --jobs {args.jobs}, --workers {args.workers}, "
-          f"--max-configs {args.max_configs}\n\n" + tasks_table(rows, timed))
-    (out / "tbg_tune_bench.json").write_text(json.dumps({"device": device, "rows": rows}, indent=2, default=str))
+    settings = (f"--task-budget {args.task_budget} s, --jobs {args.jobs}, --max-configs {args.max_configs}"
+                + (", no Triton side" if args.skip_triton else ""))
+    source = source_digest()
+    md = header(len(runnable), f"{args.tasks_dir} ({args.tasks or 'all'})", device,
+                f"{settings}, --wall {args.wall} s, --workers {args.workers}", lock, source) \
+        + "\n\n" + tasks_table(rows, timed)
+    (out / "tbg_tune_bench.json").write_text(json.dumps(
+        {"device": device, "settings": settings, "source": source, "device_lock": lock, "rows": rows},
+        indent=2, default=str))
     (out / "tbg_tune_bench.md").write_text(md + "\n")
     print(md)
     return 0
@@ -447,7 +512,11 @@ def main() -> int:
     ap.add_argument("--task-budget", type=float, default=60.0, help="with --tasks-dir: seconds per task (60)")
     ap.add_argument("--wall", type=float, default=420.0,
                     help="with --tasks-dir: the whole run's seconds; tasks still running stop there (420)")
-    ap.add_argument("--jobs", type=int, default=2, help="with --tasks-dir: tasks at once (2)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="with --tasks-dir: tasks at once (1: each alone on the GPU, as its budget assumes; "
+                         "more share the GPU's device lock, and each search gets a share of the budget's time)")
+    ap.add_argument("--merge", nargs="+", metavar="DIR",
+                    help="put the tables of runs made apart (their --out folders) into one, in --out")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "interpreter"])
     ap.add_argument("--arch", default=None, help="with --tasks-dir: target arch (default: the runner's GPU)")
     ap.add_argument("--kernels", default=",".join(KERNELS))
@@ -458,6 +527,8 @@ def main() -> int:
     ap.add_argument("--triton-same", action="store_true",
                     help="also run @triton.autotune over exactly the configs geak's search ran")
     args = ap.parse_args()
+    if args.merge:
+        return merge_main(args)
     if args.tasks_dir:
         return tasks_main(args)
     out = Path(args.out)

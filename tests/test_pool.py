@@ -37,6 +37,54 @@ def test_rwlock_readers_share_writer_excludes_and_is_preferred():
     assert log == ["write", "late read"]
 
 
+def test_rwlock_readers_waiting_for_a_writer_go_before_the_next_writer():
+    # Timings queued back to back must not hold every correctness check back until the queue
+    # is empty: the readers waiting when a writer lets go have their turn first.
+    lock = RWLock()
+    log = []
+    assert lock.acquire_write()
+
+    def next_writer():
+        lock.acquire_write()
+        log.append("write 2")
+        time.sleep(0.2)
+        lock.release_write()
+
+    def reader(i):
+        lock.acquire_read()
+        log.append(f"read {i}")
+        time.sleep(0.1)
+        lock.release_read()
+
+    w = threading.Thread(target=next_writer)
+    w.start()
+    time.sleep(0.1)
+    readers = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+    for r in readers:
+        r.start()
+    time.sleep(0.1)
+    assert log == []
+    lock.release_write()
+    for t in (w, *readers):
+        t.join(3)
+    assert sorted(log[:2]) == ["read 0", "read 1"] and log[2] == "write 2", log
+    # A reader arriving while the next writer waits (its turn over) waits for that writer.
+    assert lock.acquire_write()
+    log.clear()
+    w = threading.Thread(target=next_writer)
+    w.start()
+    time.sleep(0.1)
+    lock.release_write()
+    time.sleep(0.05)
+    late = threading.Thread(target=reader, args=(9,))
+    late.start()
+    w.join(3)
+    late.join(3)
+    assert log == ["write 2", "read 9"], log
+    u = lock.usage()
+    assert u["write"] > 0.4 and u["read"] > 0.15 and u["wall"] >= u["write"] + u["read"] - 0.01, u
+
+
 def test_concurrent_evaluations_each_get_their_own_verdict(project, runner):
     project.write("good.py", kernel_variant(block=64))
     project.write("bad.py", kernel_variant(store_mask="mask & (offs < 256)"))

@@ -287,3 +287,9 @@ def test_under_a_budget_the_first_batch_measures_the_pace_before_larger_ones(tmp
     search = [n for n in gpu.sizes if n]
     assert search[0] == 2 and max(search[1:]) > 2, gpu.sizes
     assert report.tried > 2
+    # The report keeps each step's evaluations in order, for diagnosing where a budget went.
+    batches = [st for st in report.timeline if st["step"] == "batch"]
+    assert [st["configs"] for st in batches] == search[:-1], (report.timeline, search)  # then the confirmation
+    assert all(len(st["evals"]) == st["configs"] and all("duration_s" in e for e in st["evals"]) for st in batches)
+    starts = [st["start_s"] for st in report.timeline]
+    assert starts == sorted(starts) and starts[-1] < 4.0

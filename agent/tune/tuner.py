@@ -153,6 +153,10 @@ class TuneReport:
     """The chosen config's share (the confirmation's measurement where there is one)."""
     peak_basis: Optional[str] = None
     """What the shares are of: flops | bandwidth | bandwidth_lower_bound."""
+    timeline: list[dict] = field(default_factory=list)
+    """Each step of the search in order, for diagnosing where a budget went: ``{"step":
+    "screen" | "batch", "configs": n, "start_s": seconds since the search began, "s": wall
+    seconds, "evals": [each evaluation's phases, "status" and "duration_s"]}``."""
 
     @property
     def improved(self) -> bool:
@@ -347,17 +351,20 @@ class Screen:
         """What of a config can be screened (``screen_part``); None: it is compiled as it runs."""
         self.original: list[KernelResources] = []
         """The original's own launches as compiled for the arch (the screen's control)."""
+        self.last: list[EvalResult] = []
+        """The evaluations of the last ``check`` (none when nothing was screened)."""
 
     def check(self, configs: list[dict[str, int]]) -> dict[tuple, tuple[Optional[str], list[KernelResources]]]:
         """``{config key: (why it is pruned or None, its compile reports)}`` for the configs
         that could be screened; the others are missing."""
+        self.last = []
         pairs = [(c, self.part(c)) for c in configs]
         pairs = [(c, p) for c, p in pairs if p is not None]
         if not pairs or self.unavailable:
             return {}
         n = min(self.parallel, len(pairs))
         chunks = [pairs[i::n] for i in range(n)]
-        results = self.runner.evaluate_many([
+        results = self.last = self.runner.evaluate_many([
             self.request.with_candidate(None, trials=1, timing=False, aot_arch=self.arch, aot_kernel=self.kernel,
                                         aot_configs=[dict(p) for _, p in chunk]) for chunk in chunks])
         out: dict[tuple, tuple[Optional[str], list[KernelResources]]] = {}
@@ -571,6 +578,7 @@ class _Tuning:
         """Seconds of the budget kept for the confirmation (``confirm_reserve``)."""
         self.cut: list[dict] = []
         """Configs whose evaluation the deadline ended (limits lowered to the time left)."""
+        self.started = time.monotonic()
 
     # 1. The launch site and its knobs ------------------------------------------------------
 
@@ -707,7 +715,9 @@ class _Tuning:
     def evaluate(self, configs: list[dict[str, int]]) -> list[Trial]:
         """Screen the batch by compiling it for the arch, then run what is left. Returns the run
         configs' trials (the pruned ones go to ``report.screened``)."""
+        t0 = time.monotonic()
         verdicts = self.screen.check(configs)
+        self._step("screen", len(configs), t0, self.screen.last)
         run = []
         for cfg in configs:
             why, res = verdicts.get(_key(cfg), (None, None))
@@ -716,11 +726,13 @@ class _Tuning:
                                                   pruned=why, message=f"pruned before running: {why}"))
             else:
                 run.append(cfg)
+        t1 = time.monotonic()
         # A screened config's compile report is the screen's; the others are compiled as they run.
         results = self.runner.evaluate_many([
             self.request.with_candidate(self.render(cfg), trials=self.trials_per_case,
                                         aot_arch=None if _key(cfg) in verdicts else self.arch, **self.search_timing)
             for cfg in run])
+        self._step("batch", len(run), t1, results)
         self.devices.extend(r.device for r in results if r.device)
         out = []
         for cfg, r in zip(run, results):
@@ -731,6 +743,14 @@ class _Tuning:
             else:
                 out.append(_trial(cfg, r))
         return out
+
+    def _step(self, step: str, configs: int, t0: float, results: list[EvalResult]) -> None:
+        if not results:
+            return
+        self.report.timeline.append({
+            "step": step, "configs": configs, "start_s": round(t0 - self.started, 2),
+            "s": round(time.monotonic() - t0, 2),
+            "evals": [{"status": r.status, "duration_s": r.duration_s, **r.phases} for r in results]})
 
     def search(self, max_configs: int, seed: int, timed: bool) -> None:
         """What the original runs with, on the search axes, is the start. On a GPU a large space
