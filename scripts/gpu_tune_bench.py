@@ -37,8 +37,9 @@ that has the GPU to itself. With more, the tasks' evaluations queue on the runne
 (timing holds it alone), and each search gets a share of its budget's time; the header says how
 long the GPU was held alone and shared, and each row keeps where its evaluations' time went
 (``original_phases``, ``timeline``). The JSON names the code measured (a digest of ``agent/`` and
-``runner/``): ``--merge DIR...`` puts parts run apart into one table, and refuses parts of
-different code, settings or device. Writes DIR/tbg_tune_bench.json and DIR/tbg_tune_bench.md.
+``runner/``): ``--skip-done DIR...`` runs only the tasks earlier parts of the same code did not
+measure (unstarted, or cut by ``--wall``), and ``--merge DIR...`` puts the parts into one table,
+refusing parts of different code, settings or device. Writes DIR/tbg_tune_bench.json and DIR/tbg_tune_bench.md.
 Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
 timed, and the table says so.
 """
@@ -427,20 +428,53 @@ def header(n: int, what: str, device: str, settings: str, lock: dict, source: st
             f"{lock['write']:.0f} s, shared (checks) {lock['read']:.0f} s of {lock['wall']:.0f} s")
 
 
-def merge_main(args) -> int:
-    """Parts run apart (``--merge DIR ...``) in one table: same code and settings, or a refusal."""
-    parts = [json.loads((Path(d) / "tbg_tune_bench.json").read_text()) for d in args.merge]
+def complete(row: dict) -> bool:
+    """A row that measured its task: not left unstarted, cut by ``--wall`` or lost to the harness."""
+    v = row.get("verdict", "")
+    return not (v.startswith("not started") or v.startswith("harness error") or row.get("stopped") == "time budget")
+
+
+def merge_parts(parts: list[dict]) -> list[dict]:
+    """One row per task over ``parts`` (their JSON), by task name: a complete row over one that
+    is not, then the later part's. Raises ValueError when the parts differ in code, settings or
+    device: one table measures one thing."""
     for key in ("source", "settings", "device"):
-        seen = {p.get(key) for p in parts}
+        seen = {str(p.get(key)) for p in parts}
         if len(seen) > 1:
-            print(f"--merge: the parts differ in {key} ({', '.join(sorted(map(str, seen)))}); "
-                  "one table needs one code, settings and device", file=sys.stderr)
-            return 2
+            raise ValueError(f"the parts differ in {key} ({', '.join(sorted(seen))}); one table needs one code, "
+                             "settings and device")
     rows: dict[str, dict] = {}
-    for p in parts:  # a task in several parts: the later part's row
-        rows.update({r["task"]: r for r in p["rows"]})
+    for p in parts:
+        for r in p["rows"]:
+            if complete(r) or not complete(rows.get(r["task"], {"verdict": "not started"})):
+                rows[r["task"]] = r
+    return [rows[k] for k in sorted(rows)]
+
+
+def read_parts(dirs: list[str], option: str) -> list[dict]:
+    parts = []
+    for d in dirs:
+        f = Path(d) / "tbg_tune_bench.json"
+        try:
+            p = json.loads(f.read_text())
+            if not isinstance(p, dict) or not isinstance(p.get("rows"), list) or "source" not in p:
+                raise ValueError("not a table this harness wrote with its code digest")
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"{option} {d}: cannot read {f} ({e}); give the --out folder of a run over "
+                             "--tasks-dir") from None
+        parts.append(p)
+    return parts
+
+
+def merge_main(args) -> int:
+    """Parts run apart (``--merge DIR ...``) in one table."""
+    parts = read_parts(args.merge, "--merge")
+    try:
+        ordered = merge_parts(parts)
+    except ValueError as e:
+        print(f"--merge: {e}", file=sys.stderr)
+        return 2
     lock = {k: sum(p["device_lock"][k] for p in parts) for k in ("wall", "write", "read", "writer_waiting")}
-    ordered = [rows[k] for k in sorted(rows)]
     timed = any(r.get("original_ms") is not None for r in ordered)
     md = header(len(ordered), f"{len(parts)} parts", parts[0]["device"], parts[0]["settings"], lock,
                 parts[0]["source"]) + "\n\n" + tasks_table(ordered, timed)
@@ -464,6 +498,18 @@ def tasks_main(args) -> int:
     from runner.source import find_project_root
     wall = Deadline.after(args.wall, "time budget")
     tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
+    if args.skip_done:  # resume a table built in parts: what earlier parts of the same code measured
+        parts = read_parts(args.skip_done, "--skip-done")
+        other = sorted({str(p.get("source")) for p in parts} - {source_digest()})
+        if other:
+            print(f"--skip-done: those parts measured other code ({', '.join(other)}; this is {source_digest()}): "
+                  "their rows would not belong in this table", file=sys.stderr)
+            return 2
+        done = {r["task"] for p in parts for r in p["rows"] if complete(r)}
+        tasks = [t for t in tasks if t.name not in done]
+        print(f"--skip-done: {len(done)} task(s) already measured; {len(tasks)} to run", file=sys.stderr)
+        if not tasks:
+            return 0
     runnable = [t for t in tasks if not t.error]
     opts = project_options(find_project_root(runnable[0].path))
     opts.device, opts.trials = args.device, 3
@@ -515,6 +561,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1,
                     help="with --tasks-dir: tasks at once (1: each alone on the GPU, as its budget assumes; "
                          "more share the GPU's device lock, and each search gets a share of the budget's time)")
+    ap.add_argument("--skip-done", nargs="+", metavar="DIR",
+                    help="with --tasks-dir: leave out the tasks these earlier runs (their --out folders, of the same "
+                         "code) measured; the tasks they left unstarted or cut at --wall run again")
     ap.add_argument("--merge", nargs="+", metavar="DIR",
                     help="put the tables of runs made apart (their --out folders) into one, in --out")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "interpreter"])

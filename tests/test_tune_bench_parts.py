@@ -1,0 +1,68 @@
+"""The tune harness's table in parts (scripts/gpu_tune_bench.py): which rows count, how parts
+merge, and that parts of other code are refused rather than mixed into one table."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu_tune_bench.py"
+FIXTURES = ROOT / "tests" / "bench_fixtures" / "tritonbench"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("gpu_tune_bench", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def part(rows, source="abc", settings="--task-budget 30.0 s", device="H200"):
+    return {"source": source, "settings": settings, "device": device, "rows": rows,
+            "device_lock": {"wall": 10.0, "write": 2.0, "read": 3.0, "writer_waiting": 1.0}}
+
+
+def test_a_complete_row_wins_over_a_cut_one_whatever_the_order(bench):
+    done = {"task": "a", "verdict": "the same within 1%", "speedup": 1.0}
+    cut = {"task": "a", "verdict": "geak only", "stopped": "time budget", "speedup": 1.0}
+    unstarted = {"task": "b", "verdict": "not started: the wall limit was reached"}
+    later = {"task": "b", "verdict": "geak faster than Triton's autotune", "speedup": 1.1}
+    assert not bench.complete(cut) and not bench.complete(unstarted) and bench.complete(done)
+    assert bench.merge_parts([part([done, unstarted]), part([cut, later])]) == [done, later]
+    assert bench.merge_parts([part([cut]), part([done])]) == [done]
+    again = dict(done, speedup=1.05)
+    assert bench.merge_parts([part([done]), part([again])]) == [again]  # both complete: the later part's
+
+
+@pytest.mark.parametrize("key", ["source", "settings", "device"])
+def test_parts_of_other_code_settings_or_device_are_refused(bench, key):
+    row = {"task": "a", "verdict": "the same within 1%"}
+    with pytest.raises(ValueError, match=key):
+        bench.merge_parts([part([row]), part([row], **{key: "other"})])
+
+
+def test_skip_done_runs_nothing_measured_by_the_same_code_and_refuses_other_code(bench, tmp_path):
+    names = sorted(p.stem for p in FIXTURES.glob("*.py"))
+    prior = tmp_path / "prior"
+    prior.mkdir()
+    rows = [{"task": n, "verdict": "the same within 1%"} for n in names]
+    (prior / "tbg_tune_bench.json").write_text(json.dumps(part(rows, source=bench.source_digest())))
+    cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), "--tasks-dir", str(FIXTURES),
+           "--device", "interpreter", "--skip-done", str(prior)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and f"{len(names)} task(s) already measured; 0 to run" in r.stderr, r.stderr
+    (prior / "tbg_tune_bench.json").write_text(json.dumps(part(rows, source="0123456789ab")))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "measured other code (0123456789ab" in r.stderr, r.stderr
+
+
+def test_a_folder_without_a_table_is_named_not_a_traceback(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), "--merge", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"--merge {tmp_path}: cannot read {tmp_path}/tbg_tune_bench.json" in r.stderr
