@@ -188,15 +188,19 @@ class Job:
         self.loaded: Optional[dict] = None  # a reference worker's answer to "load"
         self.digest = ""
         self.clean = True
-        self.where = ""
-        self.compile_s = 0.0
-        self.wait_s = 0.0
-        self.held_s = {"read": 0.0, "write": 0.0}  # seconds it held the device lock, by kind
+        self.new_evaluation()
         self._held_since = 0.0
         self.wait_until: Optional[float] = None  # the latest it may still wait for the device lock
         self.started = time.monotonic()
         threading.Thread(target=self._read_out, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
+
+    def new_evaluation(self) -> None:
+        """Zero what is counted per evaluation: a reference worker serves many in turn."""
+        self.where = ""
+        self.compile_s = 0.0  # seconds in announced compiles
+        self.wait_s = 0.0  # seconds waiting for the device lock
+        self.held_s = {"read": 0.0, "write": 0.0}  # seconds holding it, by kind
 
     # ----------------------------------------------------------------- pipes
 

@@ -343,8 +343,9 @@ class EvalResult:
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     """Wall seconds per phase in the worker (import, run, compile, timing), waiting for the
-    device (device_wait) and, on a busy runner, for a free worker slot (slot_wait): where an
-    evaluation's time went."""
+    device lock (device_wait), holding it shared and alone (device_read, device_write; both
+    workers counted) and, on a busy runner, waiting for a free worker slot (slot_wait): where
+    an evaluation's time went."""
     schema: str = SCHEMA
 
     @property

@@ -44,7 +44,7 @@ class Session:
         limits = self.opts.limits
         for job in (ref, cand):
             job.memory_limit_mb = limits.memory_mb
-            job.where = ""
+            job.new_evaluation()
 
     def budget(self, phase_s: float) -> Budget:
         """A phase's limit, no longer than what ``limits.total_s`` leaves of the evaluation."""

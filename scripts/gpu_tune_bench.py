@@ -39,8 +39,8 @@ long the GPU was held alone and shared, and each row keeps where its evaluations
 (``original_phases``, ``timeline``). The JSON names the code measured (a digest of ``agent/`` and
 ``runner/``): ``--skip-done DIR...`` runs only the tasks earlier parts of the same code did not
 measure (unstarted, or cut by ``--wall``), and ``--merge DIR...`` puts the parts into one table,
-refusing parts of different code, settings or device. Writes DIR/tbg_tune_bench.json and DIR/tbg_tune_bench.md.
-Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
+refusing parts of different code, settings or device. Writes DIR/tbg_tune_bench.json and
+DIR/tbg_tune_bench.md. Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
 timed, and the table says so.
 """
 
@@ -367,9 +367,7 @@ def tune_task(task, opts, runner, args, wall) -> dict:
         "stopped": rep_.stopped, "stopped_after": rep_.stopped_after, "message": rep_.message[:300],
         "best": rep_.best, "device": str(base.device) if base.device else None,
         # Where the time went: the original's check and each finished config's evaluation.
-        "original_phases": dict(base.phases), "original_s": base.duration_s,
-        "trial_phases": [{"config": t.config, "status": t.status, "correct": t.correct, **t.phases}
-                         for t in rep_.trials], "timeline": rep_.timeline})
+        "original_phases": dict(base.phases), "original_s": base.duration_s, "timeline": rep_.timeline})
     if not rep_.kernel or not rep_.space_size:
         row["verdict"] = f"not tunable: {rep_.message[:160]}"
     elif not args.skip_triton:
@@ -500,9 +498,10 @@ def tasks_main(args) -> int:
     tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
     if args.skip_done:  # resume a table built in parts: what earlier parts of the same code measured
         parts = read_parts(args.skip_done, "--skip-done")
-        other = sorted({str(p.get("source")) for p in parts} - {source_digest()})
+        mine = source_digest()
+        other = sorted({str(p.get("source")) for p in parts} - {mine})
         if other:
-            print(f"--skip-done: those parts measured other code ({', '.join(other)}; this is {source_digest()}): "
+            print(f"--skip-done: those parts measured other code ({', '.join(other)}; this is {mine}): "
                   "their rows would not belong in this table", file=sys.stderr)
             return 2
         done = {r["task"] for p in parts for r in p["rows"] if complete(r)}
