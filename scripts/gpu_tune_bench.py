@@ -436,8 +436,8 @@ def merge_parts(parts: list[dict]) -> list[dict]:
     """One row per task over ``parts`` (their JSON), by task name: a complete row over one that
     is not, then the later part's. Raises ValueError when the parts differ in code, settings or
     device: one table measures one thing."""
-    for key in ("source", "settings", "device"):
-        seen = {str(p.get(key)) for p in parts}
+    for key in ("source", "settings", "device", "versions"):
+        seen = {json.dumps(p.get(key), sort_keys=True) for p in parts if key != "versions" or key in p}
         if len(seen) > 1:
             raise ValueError(f"the parts differ in {key} ({', '.join(sorted(seen))}); one table needs one code, "
                              "settings and device")
@@ -479,8 +479,8 @@ def merge_main(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tbg_tune_bench.json").write_text(json.dumps(
-        {"device": parts[0]["device"], "settings": parts[0]["settings"], "source": parts[0]["source"],
-         "device_lock": lock, "rows": ordered}, indent=2, default=str))
+        {"device": parts[0]["device"], "versions": parts[0].get("versions"), "settings": parts[0]["settings"],
+         "source": parts[0]["source"], "device_lock": lock, "rows": ordered}, indent=2, default=str))
     (out / "tbg_tune_bench.md").write_text(md + "\n")
     print(md)
     return 0
@@ -516,6 +516,18 @@ def tasks_main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     runner = LocalRunner(workers=args.workers, device=args.device)
     rows: list[dict] = [{"task": t.name, "verdict": f"not loaded: {t.error}"} for t in tasks if t.error]
+    settings = (f"--task-budget {args.task_budget} s, --jobs {args.jobs}, --max-configs {args.max_configs}"
+                + (", no Triton side" if args.skip_triton else ""))
+    source = source_digest()
+
+    def part() -> dict:
+        # Written after every task, so that a run its caller kills still leaves a part that
+        # --skip-done and --merge read: the rows it finished, with what they measured.
+        info = runner.device_info()
+        return {"device": str(info), "versions": {"torch": info.torch, "triton": info.triton},
+                "settings": settings, "source": source, "device_lock": runner.pool.device_lock.usage(),
+                "rows": sorted(rows, key=lambda r: r["task"])}
+
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
             futures = {ex.submit(tune_task, t, opts, runner, args, wall): t for t in runnable}
@@ -526,22 +538,16 @@ def tasks_main(args) -> int:
                     row = {"task": futures[f].name, "verdict": f"harness error: {type(e).__name__}: {e}"[:300]}
                 rows.append(row)
                 print(f"{row['task']}: {row['verdict']}", file=sys.stderr, flush=True)
-                (out / "tbg_tune_bench.json").write_text(json.dumps(rows, indent=2, default=str))
-        device = str(runner.device_info())
-        lock = runner.pool.device_lock.usage()
+                (out / "tbg_tune_bench.json").write_text(json.dumps(part(), indent=2, default=str))
+        result = part()
     finally:
         runner.close()
-    rows.sort(key=lambda r: r["task"])
+    rows, device, lock = result["rows"], result["device"], result["device_lock"]
     timed = any(r.get("original_ms") is not None for r in rows)
-    settings = (f"--task-budget {args.task_budget} s, --jobs {args.jobs}, --max-configs {args.max_configs}"
-                + (", no Triton side" if args.skip_triton else ""))
-    source = source_digest()
     md = header(len(runnable), f"{args.tasks_dir} ({args.tasks or 'all'})", device,
                 f"{settings}, --wall {args.wall} s, --workers {args.workers}", lock, source) \
         + "\n\n" + tasks_table(rows, timed)
-    (out / "tbg_tune_bench.json").write_text(json.dumps(
-        {"device": device, "settings": settings, "source": source, "device_lock": lock, "rows": rows},
-        indent=2, default=str))
+    (out / "tbg_tune_bench.json").write_text(json.dumps(result, indent=2, default=str))
     (out / "tbg_tune_bench.md").write_text(md + "\n")
     print(md)
     return 0

@@ -22,8 +22,9 @@ def bench():
     return mod
 
 
-def part(rows, source="abc", settings="--task-budget 30.0 s", device="H200"):
+def part(rows, source="abc", settings="--task-budget 30.0 s", device="H200", versions=None):
     return {"source": source, "settings": settings, "device": device, "rows": rows,
+            "versions": versions or {"torch": "2.9.1", "triton": "3.6.0"},
             "device_lock": {"wall": 10.0, "write": 2.0, "read": 3.0, "writer_waiting": 1.0}}
 
 
@@ -39,11 +40,12 @@ def test_a_complete_row_wins_over_a_cut_one_whatever_the_order(bench):
     assert bench.merge_parts([part([done]), part([again])]) == [again]  # both complete: the later part's
 
 
-@pytest.mark.parametrize("key", ["source", "settings", "device"])
-def test_parts_of_other_code_settings_or_device_are_refused(bench, key):
+@pytest.mark.parametrize("key", ["source", "settings", "device", "versions"])
+def test_parts_of_other_code_settings_device_or_versions_are_refused(bench, key):
     row = {"task": "a", "verdict": "the same within 1%"}
+    other = {"torch": "2.9.1", "triton": "3.5.0"} if key == "versions" else "other"
     with pytest.raises(ValueError, match=key):
-        bench.merge_parts([part([row]), part([row], **{key: "other"})])
+        bench.merge_parts([part([row]), part([row], **{key: other})])
 
 
 def test_skip_done_runs_nothing_measured_by_the_same_code_and_refuses_other_code(bench, tmp_path):
