@@ -22,7 +22,7 @@ from typing import Any
 
 from . import autotune_pin, channel
 from .errors import Failure
-from .exchange import PATTERN_A, clone_layout, load, save
+from .exchange import PATTERN_A, clone_layout, from_transfer, load, save
 from .inputs import Call, unit_tests
 from .side import Side, clone_call
 from .units import separator_line
@@ -277,8 +277,14 @@ class CandidateSide(Side):
                 ref_fn, cand_fn = getattr(self.ref_module, c["fn"], None), getattr(self.cand_module, c["fn"], None)
                 if ref_fn is None or cand_fn is None:
                     continue
-                calls.append(Call(tuple(c["args"]), dict(c["kwargs"])))
-                pairs.append(self._pair(ref_fn, cand_fn, calls[-1]))
+                # Each side's arguments made apart: an object the call passes is an instance of
+                # that side's own class of its name (the reference's where the candidate has none).
+                calls.append(Call(tuple(from_transfer(c["args"], self.ref_module)),
+                                  dict(from_transfer(c["kwargs"], self.ref_module))))
+                mine = self.cand_module if all(hasattr(self.cand_module, n) for n in _classes(c)) else self.ref_module
+                cand_call = Call(tuple(from_transfer(clone_layout(c["args"]), mine)),
+                                 dict(from_transfer(clone_layout(c["kwargs"]), mine)))
+                pairs.append(self._pair(ref_fn, cand_fn, calls[-1], cand_call))
         else:
             calls.append(Call(tuple(data["args"]), dict(data["kwargs"])))
             pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0]))
@@ -291,8 +297,8 @@ class CandidateSide(Side):
         t.update(self.work(calls))
         return {"timing": t}
 
-    def _pair(self, ref_fn, cand_fn, call: Call):
-        ref_in, cand_in = clone_call(call), clone_call(call)
+    def _pair(self, ref_fn, cand_fn, call: Call, cand_call: Call | None = None):
+        ref_in, cand_in = clone_call(call), clone_call(cand_call or call)
         return (lambda: ref_fn(*ref_in.args, **ref_in.kwargs),
                 lambda: cand_fn(*cand_in.args, **cand_in.kwargs))
 
@@ -340,3 +346,14 @@ def _tensors(calls: list[Call]):
     from .compare import tensors
     for c in calls:
         yield from tensors((c.args, c.kwargs))
+
+
+def _classes(obj) -> set[str]:
+    """The names of the classes whose instances a timed call's data holds (exchange.to_transfer)."""
+    from .exchange import TRANSFER_KEY
+    if isinstance(obj, (list, tuple)):
+        return set().union(*(_classes(o) for o in obj)) if obj else set()
+    if isinstance(obj, dict):
+        own = {obj["class"]} if obj.get(TRANSFER_KEY) == "object" else set()
+        return own.union(*(_classes(v) for v in obj.values())) if obj else own
+    return set()

@@ -116,6 +116,62 @@ def leaves(obj: Any, path: str = "") -> list[tuple[str, Any]]:
     return _walk(obj, lambda o: isinstance(o, torch.Tensor), path)
 
 
+# --------------------------------------------------------------------------- timed calls
+
+TRANSFER_KEY = "__geak_transfer__"
+
+
+class NotTransferable(Exception):
+    """A call argument that cannot be handed to the other process (its type, in words)."""
+
+
+def to_transfer(obj: Any, home: str) -> Any:
+    """A call's arguments as data ``load`` accepts, for timing them in the candidate's process.
+
+    Tensors, plain values and lists, tuples and dicts of them are kept. Two more kinds that
+    launching wrappers take are written as tagged dicts: a Triton dtype (``tl.float8e5``) by its
+    name, and an instance of a class defined in the file under test (``home``, its module's name:
+    a ``Config`` holding block sizes) by its class's name and its attributes. Anything else raises
+    ``NotTransferable``."""
+    if obj is None or isinstance(obj, (bool, int, float, str, complex, torch.Tensor, torch.dtype, torch.device)):
+        return obj
+    if type(obj) in (list, tuple):
+        return type(obj)(to_transfer(o, home) for o in obj)
+    if type(obj) is dict:
+        if TRANSFER_KEY in obj or not all(isinstance(k, (str, int)) for k in obj):
+            raise NotTransferable("a dict with other keys than names and numbers")
+        return {k: to_transfer(v, home) for k, v in obj.items()}
+    cls = type(obj)
+    if cls.__module__ == "triton.language.core" and cls.__name__ == "dtype":
+        return {TRANSFER_KEY: "triton.dtype", "name": str(obj.name)}
+    state = getattr(obj, "__dict__", None)
+    if cls.__module__ == home and "." not in cls.__qualname__ and type(state) is dict \
+            and not hasattr(cls, "__slots__"):
+        return {TRANSFER_KEY: "object", "class": cls.__qualname__, "state": to_transfer(dict(state), home)}
+    raise NotTransferable(f"{cls.__module__}.{cls.__qualname__}")
+
+
+def from_transfer(obj: Any, module) -> Any:
+    """``to_transfer``'s data as arguments again, in this process: a tagged object is made an
+    instance of ``module``'s class of that name, with the attributes it had."""
+    if type(obj) in (list, tuple):
+        return type(obj)(from_transfer(o, module) for o in obj)
+    if type(obj) is not dict:
+        return obj
+    kind = obj.get(TRANSFER_KEY)
+    if kind == "triton.dtype":
+        import triton.language as tl
+        return tl.dtype(obj["name"])
+    if kind == "object":
+        cls = getattr(module, obj["class"], None)
+        if not isinstance(cls, type):
+            raise ExchangeError(f"the timed call passes a {obj['class']}, which {module.__name__} does not define")
+        inst = cls.__new__(cls)
+        inst.__dict__.update(from_transfer(obj["state"], module))
+        return inst
+    return {k: from_transfer(v, module) for k, v in obj.items()}
+
+
 # --------------------------------------------------------------------------- files
 
 

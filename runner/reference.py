@@ -29,8 +29,8 @@ from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, RERUN_CANARIES, TooLarge, any_pattern, clone_layout, float_canary,
-                       guard_inputs, leave_out, leaves, load, merge_masks, refill_bands, save, unwritten, varying,
-                       varying_numbers)
+                       NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks, refill_bands, save,
+                       to_transfer, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call
 from .units import separator_line
@@ -449,11 +449,17 @@ class ReferenceSide(Side):
     def time_inputs(self, case: int) -> dict:
         path = str(self.xdir / f"time-{case}.pt")
         if self.unit == "tests":
-            # Calls whose arguments are more than tensors and plain values cannot be handed to
-            # the candidate's process: they are not timed.
-            calls = [c for c in self.timed_calls.get(case, []) if _transferable((c["args"], c["kwargs"]))]
+            # Calls whose arguments cannot be handed to the candidate's process (exchange.
+            # to_transfer says which can) are not timed, and the verdict says why.
+            calls, left = [], []
+            for c in self.timed_calls.get(case, []):
+                try:
+                    calls.append({"fn": c["fn"], "args": to_transfer(list(c["args"]), self.module.__name__),
+                                  "kwargs": to_transfer(dict(c["kwargs"]), self.module.__name__)})
+                except NotTransferable as e:
+                    left.append(f"{c['fn']}() takes a {e}")
             save(path, calls)
-            return {"calls": len(calls)}
+            return {"calls": len(calls), "not_timed": sorted(set(left))}
         call = self.inputs(case, self.seed(case, 0))
         save(path, {"args": list(call.args), "kwargs": call.kwargs})
         return {"calls": 1}
@@ -481,17 +487,6 @@ class ReferenceSide(Side):
             raise self.failure(e, "reference", f"timing case {case} alone") from None
         return {"ref_ms": (t["ref_ms"] + t["cand_ms"]) / 2, "spread_pct": max(t["ref_spread_pct"],
                                                                               t["cand_spread_pct"])}
-
-
-def _transferable(obj) -> bool:
-    import torch
-    if obj is None or isinstance(obj, (bool, int, float, str, complex, torch.Tensor, torch.dtype, torch.device)):
-        return True
-    if isinstance(obj, (list, tuple)):
-        return all(_transferable(o) for o in obj)
-    if isinstance(obj, dict):
-        return all(isinstance(k, (str, int)) and _transferable(v) for k, v in obj.items())
-    return False
 
 
 def _finite(x) -> Optional[float]:

@@ -230,6 +230,8 @@ class Session:
             got = self.ask(self.ref, {"op": "time_inputs", "case": case}, rb)
             if got is None:
                 break
+            for why in got.get("not_timed") or []:
+                self.v.not_timed(case, f"{why}, which cannot be handed to the timing process")
             if not got.get("calls"):
                 continue
             self.cand.take_device("write")

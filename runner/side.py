@@ -180,8 +180,11 @@ class Side:
         sep = self.seps[path] or 10 ** 9
         out = {}
         for name, obj in vars(module).items():
-            if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__ \
-                    and obj.__code__.co_firstlineno < sep and not name.startswith("test"):
+            # A decorated function (``@torch.no_grad()``) is the decorator's wrapper, whose code
+            # lies in torch: where it stands in the file is the wrapped function's line.
+            code = getattr(inspect.unwrap(obj), "__code__", None) if isinstance(obj, types.FunctionType) else None
+            if code is not None and obj.__module__ == module.__name__ and code.co_firstlineno < sep \
+                    and not name.startswith("test"):
                 out[name] = obj
         return out
 

@@ -33,6 +33,7 @@ class Verdict:
         self.cand_ops: dict[str, int] = {}
         self.launches: dict[str, set[str]] = {"reference": set(), "candidate": set()}
         self.left_out: list[str] = []
+        self.untimed_why: Optional[str] = None  # the first timed call that could not be timed, and why
         self.done = False
 
     # ----------------------------------------------------------------- failures
@@ -263,6 +264,14 @@ class Verdict:
         for hw in t.get("hidden_work") or []:
             self.flag("hidden_work", "warning", f"case '{cr.label}': {hw}")
 
+    def not_timed(self, case: int, why: str) -> None:
+        """A call of the case that is not timed, and why; the first such reason is what the
+        result says when no case was timed at all."""
+        msg = f"case '{self.cases[case].label}': {why}; that call is not timed"
+        self.untimed_why = self.untimed_why or msg
+        if not any(f.message == msg for f in self.result.flags):
+            self.flag("timing_note", "info", msg)
+
     def untrusted(self, why: str) -> None:
         self.flag("timing_untrusted", "warning", why + "; no speedup is claimed")
         self.result.timing_unavailable = "timing not trusted: " + why
@@ -275,7 +284,8 @@ class Verdict:
                 c.timing = None
             return
         if not per:
-            r.timing_unavailable = r.timing_unavailable or "no case was timed"
+            why = self.untimed_why
+            r.timing_unavailable = r.timing_unavailable or ("no case was timed" + (f" ({why})" if why else ""))
             return
         ref_sum, cand_sum = sum(p.ref_ms for p in per), sum(p.cand_ms for p in per)
         geo = math.exp(sum(math.log(p.speedup) for p in per) / len(per))

@@ -10,7 +10,8 @@ import os
 import torch
 
 from runner.exchange import (CANARY, PATTERN_A, PATTERN_B, Allocations, clone_layout, guard_inputs,
-                             input_breaches, leave_out, load, save, to_plain, unwritten)
+                             NotTransferable, from_transfer, input_breaches, leave_out, load, save, to_plain,
+                             to_transfer, unwritten)
 
 
 def test_layout_and_sharing_survive_a_copy_and_a_file(tmp_path):
@@ -40,6 +41,41 @@ def test_files_with_anything_but_tensors_and_plain_values_are_refused(tmp_path):
         assert "tensors and plain" in str(e)
     # Objects in outputs are described, without their addresses, alike on both sides.
     assert to_plain(object())["repr"] == to_plain(object())["repr"]
+
+
+class Config:  # what a launching wrapper takes (TritonBench-G's int_scaled_matmul)
+    def __init__(self, num_warps=4, **kwargs):
+        self.num_warps, self.kwargs = num_warps, kwargs
+
+
+def test_a_config_object_and_a_triton_dtype_cross_to_the_timing_process_as_plain_data(tmp_path):
+    import sys
+    import types
+
+    import triton.language as tl
+    x = torch.randn(4)
+    call = [x, Config(num_warps=8, BLOCK_M=64, scale=x), {"dtypes": tl.float8e5}]
+    data = to_transfer(call, __name__)
+    back = from_transfer(load(_saved(tmp_path, data)), sys.modules[__name__])  # weights_only load
+    assert torch.equal(back[0], x) and back[2]["dtypes"] == tl.float8e5
+    assert type(back[1]) is Config and back[1].num_warps == 8 and back[1].kwargs["BLOCK_M"] == 64
+    assert torch.equal(back[1].kwargs["scale"], x)
+    # The other side's own class of that name, where it has one; a clear error where it has none.
+    other = types.ModuleType("cand")
+    exec("class Config:\n    pass", other.__dict__)
+    assert type(from_transfer(data, other)[1]) is other.Config
+    try:
+        from_transfer(data, types.ModuleType("empty"))
+        raise AssertionError("made")
+    except Exception as e:
+        assert "does not define" in str(e)
+    # A class from elsewhere, or a function, does not cross: the call is not timed.
+    for obj in (Config(), object(), len):
+        try:
+            to_transfer([obj], "somewhere_else")
+            raise AssertionError(f"{obj!r} crossed")
+        except NotTransferable:
+            pass
 
 
 def test_unwritten_elements_are_the_ones_holding_each_pattern():

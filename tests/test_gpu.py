@@ -197,6 +197,60 @@ def test_a_tritonbench_style_test_is_timed_call_by_call(tmp_path, gpu_runner):
     assert r.inputs_convention == "tests" and r.cases[0].timing.reps > 0
 
 
+CONFIG_TASK = '''
+import threading
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+class Config:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+@torch.no_grad()
+def scale(x, config, dtypes=tl.float16, lock=None):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), config.kwargs["BLOCK"]),)](x, out, x.numel(), BLOCK=config.kwargs["BLOCK"])
+    return out
+
+
+''' + "#" * 146 + '''
+
+
+def test_scale():
+    x = torch.randn(1 << 20, device="cuda")
+    return {"y": scale(x, Config(BLOCK=1024), dtypes=tl.float8e5{lock})}
+
+
+result_gold = test_scale()
+'''
+
+
+def test_a_decorated_wrapper_taking_a_config_object_and_a_triton_dtype_is_timed(tmp_path, gpu_runner):
+    # TritonBench-G: 23 files wrap their launch in @torch.no_grad(); int_scaled_matmul passes a
+    # Config object, f8_conversion_utils a tl.float8e5. None of them was timed.
+    p = Project(tmp_path)
+    p.write("task.py", CONFIG_TASK.replace("{lock}", ""))
+    r = p.evaluate(gpu_runner, "task.py::scale")
+    assert r.status == "ok" and r.correct and r.timing is not None, (r.message, r.timing_unavailable)
+    assert r.cases[0].timing.reps > 0
+    # What cannot cross to the timing process is named, not a bare "no case was timed".
+    p.write("locked.py", CONFIG_TASK.replace("{lock}", ", lock=threading.Lock()"))
+    r = p.evaluate(gpu_runner, "locked.py::scale")
+    assert r.correct and r.timing is None and "scale() takes a _thread.lock" in r.timing_unavailable, \
+        r.timing_unavailable
+
+
 def test_escaped_processes_die_on_gpu_too(gproject, gpu_runner):
     from test_sandbox import alive_with
     gproject.write("cand.py", kernel_variant(extra='''

@@ -258,6 +258,19 @@ def test_every_call_a_test_makes_is_compared_not_only_one_symbol(tmp_path, runne
     assert "call 2 (square_backward): output" in r.cases[0].detail
 
 
+def test_a_decorated_function_s_calls_are_compared_too(tmp_path, runner):
+    # ``@torch.no_grad()`` makes the function torch's wrapper, whose code lies in torch's files:
+    # its calls were not recorded, and a wrong backward the test does not return passed.
+    def deco(grad):
+        return TWO_FUNCTIONS.format(grad=grad).replace("def square_backward", "@torch.no_grad()\ndef square_backward")
+    p = Project(tmp_path)
+    p.write("task.py", deco("2.0 * x * g")).write("cand.py", deco("3.0 * x * g"))
+    assert p.evaluate(runner, "task.py::square_forward").correct
+    r = p.evaluate(runner, "task.py::square_forward", "cand.py::square_forward")
+    assert r.status == "mismatch", r.message
+    assert "call 2 (square_backward): output" in r.cases[0].detail
+
+
 def test_a_test_whose_calls_depend_on_its_random_values(tmp_path, runner):
     from conftest import ADD_RELU
     p = Project(tmp_path)
