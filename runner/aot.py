@@ -251,6 +251,7 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> Kernel
     res = KernelResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
                           constexprs={k: repr(v) for k, v in launch.constexprs},
                           arg_types=", ".join(t for _, t in launch.signature if t != "constexpr"),
+                          arg_names=", ".join(n for n, t in launch.signature if t != "constexpr"),
                           shared_limit=limits.smem_per_block)
     t0 = time.monotonic()
     try:

@@ -281,6 +281,10 @@ class KernelResources:
     constexprs: dict[str, str] = field(default_factory=dict)
     arg_types: str = ""
     """The launch's non-constexpr argument types, e.g. "*fp16, *fp16, i32"."""
+    arg_names: str = ""
+    """Their parameters' names, in the same order ("x_ptr, out_ptr, n"): an argument Triton
+    specialises at this launch (an integer equal to 1, a stride of a contiguous tensor) is
+    constexpr there and in neither list."""
     registers: Optional[int] = None
     """Per thread (NVIDIA); VGPRs + AGPRs per lane (AMD)."""
     spill_bytes: Optional[int] = None

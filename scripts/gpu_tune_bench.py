@@ -261,7 +261,7 @@ def _space_for_triton(text: str, site, rep_, max_configs: int):
     at, _ = find_autotune(text, site.kernel)
     if at is not None:
         space = autotune_space(at, backend, uses_dot, site.has_loop)[:max_configs]
-        return space, False, (lambda cfgs: render_autotune(text, at, cfgs))
+        return space, False, (lambda cfgs: render_autotune(text, at, cfgs)), "as the file writes it"
     # @triton.autotune holds literal values: computed knobs and kernel rewrites stay as written
     # on this side (the literal part of each of geak's configs, once each).
     original = {**{k.name: k.value for k in site.knobs}, **site.axes_original()}
@@ -283,7 +283,7 @@ def _space_for_triton(text: str, site, rep_, max_configs: int):
         rest = [c for c in space if c != original]
         space = ([original] if original else []) + random.Random(0).sample(rest, max_configs - (1 if original else 0))
     key = shape_key(text, site, rep_.trials)
-    return space, sampled, (lambda cfgs: render_autotune_launch(text, site, cfgs, key))
+    return space, sampled, (lambda cfgs: render_autotune_launch(text, site, cfgs, key)), key
 
 
 def triton_over_the_same_space(req, out, runner, wall, max_configs: int, budget_s: float) -> dict:
@@ -296,7 +296,7 @@ def triton_over_the_same_space(req, out, runner, wall, max_configs: int, budget_
         return {"skipped": "no launch to tune"}
     if wall.passed:
         return {"skipped": "the wall limit was reached"}
-    space, sampled, render = _space_for_triton(text, sites[0], rep_, max_configs)
+    space, sampled, render, key = _space_for_triton(text, sites[0], rep_, max_configs)
     if len(space) < 2:
         return {"skipped": "fewer than two configs"}
     try:
@@ -312,7 +312,7 @@ def triton_over_the_same_space(req, out, runner, wall, max_configs: int, budget_
     worker = sum(v for k, v in r.phases.items() if k != "device_wait")
     base = sum(v for k, v in out.baseline.phases.items() if k != "device_wait")
     roof = roofline(r) if r.timing else None
-    return {"configs": len(space), "sampled": sampled, "status": r.status, "correct": r.correct,
+    return {"configs": len(space), "sampled": sampled, "key": key, "status": r.status, "correct": r.correct,
             "speedup": r.timing.speedup if r.timing else None, "tuned_ms": r.timing.cand_ms if r.timing else None,
             "pct_peak": roof.pct if roof else None, "search_s": round(max(0.0, worker - base), 1),
             "eval_s": round(wall_s, 1), "message": r.message[:300]}
@@ -323,7 +323,8 @@ def _verdict(row: dict) -> str:
     if row.get("verdict"):
         return row["verdict"]
     if g is None:
-        return f"untimed: {row['verified']} of {row['tried']} configs verified correct (timing needs a GPU)"
+        why = "timing needs a GPU" if "interpreter" in str(row.get("device")) else "the original was not timed"
+        return f"untimed: {row['verified']} of {row['tried']} configs verified correct ({why})"
     if t is None:
         return "geak only (Triton's autotune: " + ((row.get("triton") or {}).get("skipped") or
                                                    (row.get("triton") or {}).get("status", "-")) + ")"
@@ -429,7 +430,8 @@ def header(n: int, what: str, device: str, settings: str, lock: dict, source: st
 def complete(row: dict) -> bool:
     """A row that measured its task: not left unstarted, cut by ``--wall`` or lost to the harness."""
     v = row.get("verdict", "")
-    return not (v.startswith("not started") or v.startswith("harness error") or row.get("stopped") == "time budget")
+    return not (v.startswith("not started") or v.startswith("harness error") or row.get("stopped") == "time budget"
+                or "the time budget was spent" in v or "the wall limit was reached" in v)
 
 
 def merge_parts(parts: list[dict]) -> list[dict]:

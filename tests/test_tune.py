@@ -718,3 +718,57 @@ def test_an_autotuned_kernel_with_computed_configs_gets_no_launch_options(tmp_pa
     assert any("only program rewrites" in n for n in report.notes), report.notes
     assert report.trials and all(set(t.config) <= {"eviction_policy"} for t in report.trials), report.trials
     assert all(t.correct for t in report.trials), [t.message for t in report.trials]
+
+
+TRANSPOSE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(M, Out, matrix_stridex, matrix_stridey, out_stridex, out_stridey, SIZE_M: tl.constexpr,
+           D_HEAD: tl.constexpr):
+    size_m_arange = tl.arange(0, SIZE_M)
+    d_head_arange = tl.arange(0, D_HEAD)
+    matrix = tl.load(M + d_head_arange[None, :] * matrix_stridey + size_m_arange[:, None] * matrix_stridex)
+    tl.store(Out + d_head_arange[None, :] * out_stridex + size_m_arange[:, None] * out_stridey, matrix)
+
+
+@triton.jit
+def rows_kernel(X, Y, N, n_rows, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < N * n_rows), mask=offs < N * n_rows)
+
+
+def wrapper(size_m, d_head):
+    matrix = torch.randn((size_m, d_head), dtype=torch.float16, device="cuda")
+    out = torch.zeros((d_head, size_m), dtype=torch.float16, device="cuda")
+    kernel[(1,)](matrix, out, *matrix.stride(), *out.stride(), size_m, d_head)
+    return out
+
+
+def rows(x, y):
+    rows_kernel[(8,)](x, y, x.shape[1], x.shape[0], BLOCK=128)
+'''
+
+
+def test_an_autotune_key_holds_sizes_never_pointers():
+    # TritonBench-G's matrix_transpose: pointers named M and Out, two strides specialised to
+    # constexpr (equal to 1), so the types seen do not line up with the parameters by position.
+    # Keyed on M, Triton's autotune ran its whole search again at every call (1,115 ms a call).
+    from runner.schema import KernelResources
+    from agent.tune.tuner import shape_key
+    site = find_launch_sites(TRANSPOSE, "wrapper")[0]
+    seen = KernelResources(kernel="kernel", arch="sm_90", num_warps=4, num_stages=3,
+                           arg_types="*fp16, *fp16, i32, i32", arg_names="M, Out, matrix_stridex, out_stridex")
+    assert shape_key(TRANSPOSE, site, [Trial(config={}, status="ok", correct=True, resources=[seen])]) == []
+    unnamed = KernelResources(kernel="kernel", arch="sm_90", num_warps=4, num_stages=3,
+                              arg_types="*fp16, *fp16, i32, i32")  # a result from a runner without names
+    assert shape_key(TRANSPOSE, site, [Trial(config={}, status="ok", correct=True, resources=[unnamed])]) == []
+    assert shape_key(TRANSPOSE, site, []) == []
+    rows = find_launch_sites(TRANSPOSE, "rows")[0]
+    assert shape_key(TRANSPOSE, rows, []) == ["N", "n_rows"]
+    named = KernelResources(kernel="rows_kernel", arch="sm_90", num_warps=4, num_stages=3,
+                            arg_types="*fp32, *fp32, i32", arg_names="X, Y, N")  # n_rows == 1: specialised
+    assert shape_key(TRANSPOSE, rows, [Trial(config={}, status="ok", correct=True, resources=[named])]) == ["N", "n_rows"]

@@ -34,6 +34,10 @@ def test_a_complete_row_wins_over_a_cut_one_whatever_the_order(bench):
     unstarted = {"task": "b", "verdict": "not started: the wall limit was reached"}
     later = {"task": "b", "verdict": "geak faster than Triton's autotune", "speedup": 1.1}
     assert not bench.complete(cut) and not bench.complete(unstarted) and bench.complete(done)
+    # the wall ended the original's check, or Triton's side before it started: measured again
+    assert not bench.complete({"task": "c", "verdict": "the time budget was spent while the original was checked"})
+    assert not bench.complete({"task": "d", "verdict": "geak only (Triton's autotune: the wall limit was reached)"})
+    assert bench.complete({"task": "e", "verdict": "the task budget was spent while the original was checked"})
     assert bench.merge_parts([part([done, unstarted]), part([cut, later])]) == [done, later]
     assert bench.merge_parts([part([cut]), part([done])]) == [done]
     again = dict(done, speedup=1.05)

@@ -463,22 +463,65 @@ def autotune_configs(choices: list[ShapeChoice], original: dict[str, int], trial
 
 
 def shape_key(text: str, site: LaunchSite, trials: list[Trial]) -> list[str]:
-    """The kernel's integer arguments other than strides (sizes like ``n_cols``, ``M``), from
-    the argument types seen at run time; by name when no launch was observed."""
+    """The kernel's integer arguments other than strides (sizes like ``n_cols``, ``M``): an
+    ``@triton.autotune`` keyed on them tunes once per shape. A pointer in the key would make it
+    tune again at every call with new tensors, so the types seen at run time decide (by name;
+    by position in results without names); without them, the names, less those the kernel
+    uses as pointers."""
     runtime = [name for name, const in site.params if not const]
+    names: list[str] = []
     types: list[str] = []
     for t in trials:
         for r in t.resources:
             if r.kernel == site.kernel and r.arg_types:
                 types = r.arg_types.split(", ")
+                names = r.arg_names.split(", ") if r.arg_names else []
                 break
         if types:
             break
+    ints = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64")
+    sizes = [n for n in runtime if "stride" not in n.lower()]
+    if names and len(names) == len(types):
+        typed = dict(zip(names, types))
+        # a parameter missing from the signature was specialised (an integer equal to 1)
+        return [n for n in sizes if typed.get(n, "i32") in ints]
     if len(types) == len(runtime):
-        key = [n for n, ty in zip(runtime, types) if ty in ("i32", "i64") and "stride" not in n.lower()]
-    else:
-        key = [n for n in runtime if "ptr" not in n.lower() and "stride" not in n.lower()]
-    return key
+        return [n for n, ty in zip(runtime, types) if ty in ints and "stride" not in n.lower()]
+    pointers = pointer_params(text, site.kernel)
+    return [n for n in sizes if "ptr" not in n.lower() and n not in pointers]
+
+
+def pointer_params(text: str, kernel: str) -> set[str]:
+    """Parameters of ``kernel`` its body uses as pointers: the base of an address sum
+    (``X + offs``) or of a load, store or block pointer, and never compared like a size."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if fn is None:
+        return set()
+    params = {a.arg for a in fn.args.args}
+    based: set[str] = set()
+    compared: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            left = node.left
+            while isinstance(left, ast.BinOp) and isinstance(left.op, (ast.Add, ast.Sub)):
+                left = left.left
+            if isinstance(left, ast.Name):
+                based.add(left.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                (node.func.attr in ("load", "store", "make_block_ptr", "make_tensor_descriptor")
+                 or node.func.attr.startswith("atomic_")):
+            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("pointer", "base")),
+                                                        None)
+            if isinstance(first, ast.Name):
+                based.add(first.id)
+        elif isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                compared |= {n.id for n in ast.walk(side) if isinstance(n, ast.Name)}
+    return (based & params) - compared
 
 
 def _trial(config: dict[str, int], r: EvalResult) -> Trial:
