@@ -56,6 +56,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -488,6 +489,17 @@ def merge_main(args) -> int:
     return 0
 
 
+def select(tasks: list, exclude: Optional[str], order: Optional[int]) -> list:
+    """The tasks less those ``exclude`` names (globs, comma-separated), in a random order fixed
+    by the seed ``order`` (by name when None): any first part of that order is a random sample."""
+    import fnmatch
+    pats = [x.strip() for x in (exclude or "").split(",") if x.strip()]
+    out = sorted((t for t in tasks if not any(fnmatch.fnmatch(t.name, x) for x in pats)), key=lambda t: t.name)
+    if order is not None:
+        random.Random(order).shuffle(out)
+    return out
+
+
 def tasks_main(args) -> int:
     """Every task of ``--tasks-dir`` through the tuner and Triton's autotune, ``--jobs`` at a time."""
     import concurrent.futures
@@ -498,6 +510,7 @@ def tasks_main(args) -> int:
     from runner.source import find_project_root
     wall = Deadline.after(args.wall, "time budget")
     tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
+    tasks = select(tasks, args.exclude, args.order)
     if args.skip_done:  # resume a table built in parts: what earlier parts of the same code measured
         parts = read_parts(args.skip_done, "--skip-done")
         mine = source_digest()
@@ -511,6 +524,8 @@ def tasks_main(args) -> int:
         print(f"--skip-done: {len(done)} task(s) already measured; {len(tasks)} to run", file=sys.stderr)
         if not tasks:
             return 0
+    if args.first:
+        tasks = tasks[:args.first]
     runnable = [t for t in tasks if not t.error]
     opts = project_options(find_project_root(runnable[0].path))
     opts.device, opts.trials = args.device, 3
@@ -561,6 +576,11 @@ def main() -> int:
     ap.add_argument("--tasks-dir", metavar="DIR", help="a folder of task files (TritonBench-G, ...) instead of "
                                                          "the example kernels")
     ap.add_argument("--tasks", metavar="PATTERN", help="with --tasks-dir: task names (glob, comma-separated)")
+    ap.add_argument("--exclude", metavar="PATTERN", help="with --tasks-dir: task names to leave out (glob, comma-separated)")
+    ap.add_argument("--order", type=int, metavar="SEED",
+                    help="with --tasks-dir: run the tasks in a random order fixed by SEED (default: by name)")
+    ap.add_argument("--first", type=int, metavar="N",
+                    help="with --tasks-dir: only the first N tasks in that order (after --skip-done)")
     ap.add_argument("--format", default="auto", help="with --tasks-dir: the task files' format (default auto)")
     ap.add_argument("--task-budget", type=float, default=60.0, help="with --tasks-dir: seconds per task (60)")
     ap.add_argument("--wall", type=float, default=420.0,

@@ -72,3 +72,12 @@ def test_a_folder_without_a_table_is_named_not_a_traceback(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"--merge {tmp_path}: cannot read {tmp_path}/tbg_tune_bench.json" in r.stderr
+
+
+def test_a_seeded_order_is_the_same_each_time_and_excludes_what_it_is_told(bench):
+    from types import SimpleNamespace
+    tasks = [SimpleNamespace(name=f"t{i:02d}") for i in range(30)]
+    first = [t.name for t in bench.select(list(reversed(tasks)), "t0*,t29", 18)]
+    assert first == [t.name for t in bench.select(tasks, "t0*,t29", 18)]  # whatever order they load in
+    assert len(first) == 19 and "t05" not in first and "t29" not in first
+    assert first != sorted(first) and [t.name for t in bench.select(tasks, None, None)] == sorted(t.name for t in tasks)
