@@ -293,3 +293,23 @@ def test_under_a_budget_the_first_batch_measures_the_pace_before_larger_ones(tmp
     assert all(len(st["evals"]) == st["configs"] and all("duration_s" in e for e in st["evals"]) for st in batches)
     starts = [st["start_s"] for st in report.timeline]
     assert starts == sorted(starts) and starts[-1] < 4.0
+
+
+def test_no_search_starts_with_less_time_left_than_half_the_originals_check(tmp_path):
+    """TritonBench-G's destindex_copy_kv1 on the H200: its check took 17.3 s of a 30 s budget,
+    and the first batch of two configs, started with 12.7 s left, took 15.5 s: 32.8 s in all."""
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    slow = EvalResult(status="ok", correct=True, message="", duration_s=6.0)
+    gpu = FakeGpu(_cost, batch_s=0.3)
+    t0 = time.monotonic()
+    # 5 s: 2.5 s kept for the confirmation (half the budget, less than the check), 2.5 s < 3 s
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(5.0, "task budget"), original=slow)
+    assert report.tried == 0 and report.stopped == "task budget", (report.tried, report.stopped)
+    assert "the task budget was spent before any config ran" in report.message, report.message
+    assert time.monotonic() - t0 < 5.0
+    # With a quick check the same budget searches.
+    quick = EvalResult(status="ok", correct=True, message="", duration_s=1.0)
+    report = tune(FakeGpu(_cost, batch_s=0.3), req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(5.0, "task budget"), original=quick)
+    assert report.tried >= 2

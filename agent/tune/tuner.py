@@ -61,6 +61,12 @@ on a runner that other tasks may share) before larger batches are sized to the t
 first batch as large as the runner, sent by several tasks at once, queued past every budget."""
 
 
+PRIOR_SHARE = 0.5
+"""Under a deadline no search starts with less time left than this share of the original's own
+check: a first batch started then ran past the budget (TritonBench-G's destindex_copy_kv1: a
+17 s check, then 15 s for two configs on a 30 s budget)."""
+
+
 def confirm_reserve(budget_s: Optional[float], original: Optional[EvalResult]) -> float:
     """Seconds kept back from the search for the confirmation (``CONFIRM_RESERVE``)."""
     if not budget_s:
@@ -580,6 +586,9 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     t.untimed_why = _untimed_why(original)
     t.report.budget_s = round(deadline.left(), 1) if deadline is not None else None
     t.reserve_s = confirm_reserve(t.report.budget_s, original)
+    # Before the first batch has measured the pace, the original's own check is the best guess
+    # of what one config's evaluation takes (it runs the same test, with one trial more).
+    t.prior_s = PRIOR_SHARE * (original.duration_s or 0.0) if deadline is not None and original is not None else 0.0
     if not (t.find_launch(key) and t.never_runs(original) and t.build_space() and t.prune_for_arch()):
         return t.report
     t.search(max_configs, seed, timed)
@@ -619,6 +628,8 @@ class _Tuning:
         self.untimed_why = ""
         self.reserve_s = 0.0
         """Seconds of the budget kept for the confirmation (``confirm_reserve``)."""
+        self.prior_s = 0.0
+        """Seconds one config's evaluation is guessed to take before any has run (``PRIOR_SHARE``)."""
         self.cut: list[dict] = []
         """Configs whose evaluation the deadline ended (limits lowered to the time left)."""
         self.started = time.monotonic()
@@ -914,7 +925,8 @@ class _Tuning:
         if report.stopped is None:
             if self.search_deadline is not None and (
                     self.search_deadline.passed or  # or not even one config fits at the pace measured
-                    (self.per_config_s is not None and self.search_deadline.left() < self.per_config_s)):
+                    (self.per_config_s is not None and self.search_deadline.left() < self.per_config_s) or
+                    (self.per_config_s is None and self.search_deadline.left() < self.prior_s)):
                 report.stopped = self.deadline.why
             else:
                 best = choose(self.ran)
