@@ -281,9 +281,9 @@ class CandidateSide(Side):
                 # that side's own class of its name (the reference's where the candidate has none).
                 calls.append(Call(tuple(from_transfer(c["args"], self.ref_module)),
                                   dict(from_transfer(c["kwargs"], self.ref_module))))
-                mine = self.cand_module if all(hasattr(self.cand_module, n) for n in _classes(c)) else self.ref_module
-                cand_call = Call(tuple(from_transfer(clone_layout(c["args"]), mine)),
-                                 dict(from_transfer(clone_layout(c["kwargs"]), mine)))
+                mine = (self.cand_module, self.ref_module)
+                cand_call = Call(tuple(from_transfer(clone_layout(c["args"]), *mine)),
+                                 dict(from_transfer(clone_layout(c["kwargs"]), *mine)))
                 pairs.append(self._pair(ref_fn, cand_fn, calls[-1], cand_call))
         else:
             calls.append(Call(tuple(data["args"]), dict(data["kwargs"])))
@@ -346,14 +346,3 @@ def _tensors(calls: list[Call]):
     from .compare import tensors
     for c in calls:
         yield from tensors((c.args, c.kwargs))
-
-
-def _classes(obj) -> set[str]:
-    """The names of the classes whose instances a timed call's data holds (exchange.to_transfer)."""
-    from .exchange import TRANSFER_KEY
-    if isinstance(obj, (list, tuple)):
-        return set().union(*(_classes(o) for o in obj)) if obj else set()
-    if isinstance(obj, dict):
-        own = {obj["class"]} if obj.get(TRANSFER_KEY) == "object" else set()
-        return own.union(*(_classes(v) for v in obj.values())) if obj else own
-    return set()

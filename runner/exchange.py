@@ -151,11 +151,12 @@ def to_transfer(obj: Any, home: str) -> Any:
     raise NotTransferable(f"{cls.__module__}.{cls.__qualname__}")
 
 
-def from_transfer(obj: Any, module) -> Any:
+def from_transfer(obj: Any, *modules) -> Any:
     """``to_transfer``'s data as arguments again, in this process: a tagged object is made an
-    instance of ``module``'s class of that name, with the attributes it had."""
+    instance of the class of that name in the first of ``modules`` that defines one, with the
+    attributes it had."""
     if type(obj) in (list, tuple):
-        return type(obj)(from_transfer(o, module) for o in obj)
+        return type(obj)(from_transfer(o, *modules) for o in obj)
     if type(obj) is not dict:
         return obj
     kind = obj.get(TRANSFER_KEY)
@@ -163,13 +164,14 @@ def from_transfer(obj: Any, module) -> Any:
         import triton.language as tl
         return tl.dtype(obj["name"])
     if kind == "object":
-        cls = getattr(module, obj["class"], None)
-        if not isinstance(cls, type):
-            raise ExchangeError(f"the timed call passes a {obj['class']}, which {module.__name__} does not define")
+        cls = next((c for c in (getattr(m, obj["class"], None) for m in modules) if isinstance(c, type)), None)
+        if cls is None:
+            raise ExchangeError(f"the timed call passes a {obj['class']}, which "
+                                f"{' or '.join(m.__name__ for m in modules)} does not define")
         inst = cls.__new__(cls)
-        inst.__dict__.update(from_transfer(obj["state"], module))
+        inst.__dict__.update(from_transfer(obj["state"], *modules))
         return inst
-    return {k: from_transfer(v, module) for k, v in obj.items()}
+    return {k: from_transfer(v, *modules) for k, v in obj.items()}
 
 
 # --------------------------------------------------------------------------- files
