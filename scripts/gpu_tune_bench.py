@@ -324,7 +324,9 @@ def _verdict(row: dict) -> str:
     if row.get("verdict"):
         return row["verdict"]
     if g is None:
-        why = "timing needs a GPU" if "interpreter" in str(row.get("device")) else "the original was not timed"
+        why = ("timing needs a GPU" if "interpreter" in str(row.get("device")) else
+               f"the original was not timed: {row['original_untimed']}" if row.get("original_untimed")
+               else "the original was not timed")
         return f"untimed: {row['verified']} of {row['tried']} configs verified correct ({why})"
     if t is None:
         return "geak only (Triton's autotune: " + ((row.get("triton") or {}).get("skipped") or
@@ -369,7 +371,8 @@ def tune_task(task, opts, runner, args, wall) -> dict:
         "stopped": rep_.stopped, "stopped_after": rep_.stopped_after, "message": rep_.message[:300],
         "best": rep_.best, "device": str(base.device) if base.device else None,
         # Where the time went: the original's check and each finished config's evaluation.
-        "original_phases": dict(base.phases), "original_s": base.duration_s, "timeline": rep_.timeline})
+        "original_phases": dict(base.phases), "original_s": base.duration_s, "timeline": rep_.timeline,
+        "original_untimed": None if timed else base.timing_unavailable})
     if not rep_.kernel or not rep_.space_size:
         row["verdict"] = f"not tunable: {rep_.message[:160]}"
     elif not args.skip_triton:
@@ -500,6 +503,25 @@ def select(tasks: list, exclude: Optional[str], order: Optional[int]) -> list:
     return out
 
 
+def same_files(tasks: list) -> list[tuple[str, str]]:
+    """Pairs of task names whose files hold the same bytes (the first name, the copy's): a
+    folder copied into an earlier copy of itself lists every file twice, and a table counts each
+    file once."""
+    import hashlib
+    seen: dict[str, str] = {}
+    pairs = []
+    for t in sorted(tasks, key=lambda t: (t.name.count("/"), t.name)):
+        try:
+            digest = hashlib.sha256(Path(t.path).read_bytes()).hexdigest()
+        except OSError:
+            continue
+        if digest in seen:
+            pairs.append((seen[digest], t.name))
+        else:
+            seen[digest] = t.name
+    return pairs
+
+
 def tasks_main(args) -> int:
     """Every task of ``--tasks-dir`` through the tuner and Triton's autotune, ``--jobs`` at a time."""
     import concurrent.futures
@@ -510,6 +532,13 @@ def tasks_main(args) -> int:
     from runner.source import find_project_root
     wall = Deadline.after(args.wall, "time budget")
     tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
+    twice = same_files(tasks)
+    if twice:
+        shown = ", ".join(f"{a} and {b}" for a, b in twice[:3]) + (f" (and {len(twice) - 3} more)" if len(twice) > 3 else "")
+        print(f"--tasks-dir {args.tasks_dir}: {len(twice)} file(s) are there twice, under two names ({shown}); "
+              "a table counts each file once: remove the copies (a folder copied into an earlier copy of itself "
+              "does this)", file=sys.stderr)
+        return 2
     tasks = select(tasks, args.exclude, args.order)
     if args.skip_done:  # resume a table built in parts: what earlier parts of the same code measured
         parts = read_parts(args.skip_done, "--skip-done")

@@ -81,3 +81,26 @@ def test_a_seeded_order_is_the_same_each_time_and_excludes_what_it_is_told(bench
     assert first == [t.name for t in bench.select(tasks, "t0*,t29", 18)]  # whatever order they load in
     assert len(first) == 19 and "t05" not in first and "t29" not in first
     assert first != sorted(first) and [t.name for t in bench.select(tasks, None, None)] == sorted(t.name for t in tasks)
+
+
+def test_a_task_folder_holding_a_file_twice_is_refused_before_anything_runs(bench, tmp_path):
+    # cp -r TASKS into a folder that already held TASKS: each file listed as NAME and TASKS/NAME
+    tasks = tmp_path / "tasks"
+    (tasks / "tbg").mkdir(parents=True)
+    for f in FIXTURES.glob("*.py"):
+        (tasks / f.name).write_bytes(f.read_bytes())
+        (tasks / "tbg" / f.name).write_bytes(f.read_bytes())
+    (tasks / "other.py").write_text((FIXTURES / "scaled_add.py").read_text() + "\n# not the same bytes\n")
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), "--tasks-dir", str(tasks),
+                        "--device", "interpreter"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "1 file(s) are there twice, under two names (scaled_add and tbg/scaled_add)" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_untimed_original_s_reason_is_in_its_verdict(bench):
+    row = {"task": "a", "speedup": None, "verified": 0, "tried": 0, "device": "NVIDIA H200 (cuda, sm_90)",
+           "original_untimed": "case 'test_a': scale() takes a _thread.lock"}
+    assert bench._verdict(row) == ("untimed: 0 of 0 configs verified correct (the original was not timed: "
+                                   "case 'test_a': scale() takes a _thread.lock)")
+    assert bench._verdict({**row, "original_untimed": None}).endswith("(the original was not timed)")
