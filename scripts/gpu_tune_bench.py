@@ -504,21 +504,16 @@ def select(tasks: list, exclude: Optional[str], order: Optional[int]) -> list:
 
 
 def same_files(tasks: list) -> list[tuple[str, str]]:
-    """Pairs of task names whose files hold the same bytes (the first name, the copy's): a
-    folder copied into an earlier copy of itself lists every file twice, and a table counts each
-    file once."""
-    import hashlib
+    """Pairs of task names that evaluate the same thing (``Task.digest``; the first name, the
+    copy's): a folder copied into an earlier copy of itself lists every file twice, and a table
+    counts each file once."""
     seen: dict[str, str] = {}
     pairs = []
-    for t in sorted(tasks, key=lambda t: (t.name.count("/"), t.name)):
-        try:
-            digest = hashlib.sha256(Path(t.path).read_bytes()).hexdigest()
-        except OSError:
-            continue
-        if digest in seen:
-            pairs.append((seen[digest], t.name))
+    for t in sorted((t for t in tasks if not t.error), key=lambda t: (t.name.count("/"), t.name)):
+        if t.digest in seen:
+            pairs.append((seen[t.digest], t.name))
         else:
-            seen[digest] = t.name
+            seen[t.digest] = t.name
     return pairs
 
 
