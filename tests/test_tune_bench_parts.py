@@ -104,3 +104,18 @@ def test_an_untimed_original_s_reason_is_in_its_verdict(bench):
     assert bench._verdict(row) == ("untimed: 0 of 0 configs verified correct (the original was not timed: "
                                    "case 'test_a': scale() takes a _thread.lock)")
     assert bench._verdict({**row, "original_untimed": None}).endswith("(the original was not timed)")
+
+
+def test_workers_start_before_the_first_task_and_the_part_says_so(tmp_path):
+    # A cold pool's start (seconds per worker on a GPU) would be paid by the first task's budget,
+    # in its original's check: the harness starts them first, as a running server has them.
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--tasks-dir", str(FIXTURES),
+                        "--device", "interpreter", "--skip-triton", "--workers", "2", "--max-configs", "2",
+                        "--task-budget", "20", "--wall", "100"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = json.loads((out / "tbg_tune_bench.json").read_text())
+    assert table["started"]["workers"] == 2 and table["started"]["s"] > 0
+    (row,) = table["rows"]
+    assert row["task"] == "scaled_add" and row["original_s"] is not None, row
+    assert "started before the first task, in " in (out / "tbg_tune_bench.md").read_text()
