@@ -191,8 +191,8 @@ def _roof(report) -> str:
     """The original's and the chosen config's share of the roofline, or why it is unknown."""
     from .roofline import BASIS_TEXT
     if report.original_pct_peak is None:
-        return ("unknown: the task gives neither get_bytes nor get_flops that could be counted, or the GPU's "
-                "peaks are not known")
+        return ("unknown: no bytes or FLOPs could be counted, the counts came to more than the GPU's peak "
+                "(an exceeds_peak note says which), or the GPU's peaks are not known")
     what = BASIS_TEXT.get(report.peak_basis or "", "of peak")
     if report.best_pct_peak is None or not report.improved:
         return f"the original {report.original_pct_peak:.0f}% {what}"

@@ -2,7 +2,8 @@
 
 For each timed case the runner gives the candidate's time and, where it knows them, its share of
 the peak memory bandwidth (bytes moved: the task's ``get_bytes``, else the sizes of inputs and
-outputs, a lower bound) and of the peak FLOP/s (the task's ``get_flops``), against the datasheet
+outputs: what a kernel that touches each of them once moves; a share over 100%, where
+that count is too large, is left out by the runner) and of the peak FLOP/s (the task's ``get_flops``), against the datasheet
 peaks of ``runner.devices.KNOWN_GPUS``. A case's roofline share is the larger of the two (the
 roof that binds it), and a result's share is the time-weighted mean over its timed cases:
 
@@ -24,7 +25,8 @@ datasheet peaks are not reached in practice (an H200's device copy gets about 90
 so configs beyond it have little left to win."""
 
 BASIS_TEXT = {"flops": "of peak FLOP/s", "bandwidth": "of peak bandwidth",
-              "bandwidth_lower_bound": "of peak bandwidth (at least: bytes counted from the tensors' sizes)"}
+              "bandwidth_lower_bound": "of peak bandwidth (at least, if it touches all of its tensors: bytes counted "
+                                       "from their sizes)"}
 
 
 @dataclass
@@ -33,8 +35,8 @@ class Roofline:
     """Share of the roofline, in percent (time-weighted over the timed cases)."""
     basis: str
     """What bounds it: ``flops``, ``bandwidth`` (the task's ``get_bytes``) or
-    ``bandwidth_lower_bound`` (inputs + outputs counted from their sizes: the kernel moves at
-    least that, so the share is at least this)."""
+    ``bandwidth_lower_bound`` (inputs + outputs counted from their sizes: a kernel that touches
+    each of them once moves at least that, so the share is at least this)."""
     cases: int
     """Timed cases with a known share."""
 

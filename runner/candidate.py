@@ -305,8 +305,8 @@ class CandidateSide(Side):
     def work(self, calls: list[Call]) -> dict:
         """Bytes one call must move (inputs and outputs, or the file's ``get_bytes``) and its
         floating-point operations (``get_flops``), summed over the timed calls. ``bytes_basis``
-        says which: ``get_bytes``, or ``tensors`` (the sizes of inputs and outputs, a lower bound
-        on what the kernel moves)."""
+        says which: ``get_bytes``, or ``tensors`` (the sizes of inputs and outputs, what a kernel
+        that touches each of them once moves)."""
         from .compare import nbytes
         moved, flops, notes, counted = 0, None, [], True
         bytes_fn = getattr(self.ref_module, "get_bytes", None) if self.unit == "symbol" else None

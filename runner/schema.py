@@ -225,7 +225,8 @@ class CaseTiming:
     """Input + output bytes: the fewest a kernel must move."""
     bytes_basis: Optional[str] = None
     """Where ``bytes_moved`` came from: ``get_bytes`` (the task's own count) or ``tensors`` (the
-    sizes of inputs and outputs: a lower bound, so % of peak bandwidth is one too)."""
+    sizes of inputs and outputs: what a kernel that touches each of them once moves). A share of
+    peak over 100% from either is left ``None`` (``exceeds_peak``: the count is too large)."""
     cand_bw_pct_peak: Optional[float] = None
     cand_tflops: Optional[float] = None
     cand_flops_pct_peak: Optional[float] = None

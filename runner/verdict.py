@@ -257,12 +257,34 @@ class Verdict:
             peak = dev.peak_tflops.get(key) if dev else None
             if peak:
                 ct.cand_flops_pct_peak = 100.0 * ct.cand_tflops / peak
+        self.beyond_peak(cr.label, ct)
         cr.timing = ct
         for n in list(t.get("notes") or []) + list(t.get("notes_work") or []):
             if not any(f.message == n for f in self.result.flags):
                 self.flag("timing_note", "info", str(n))
         for hw in t.get("hidden_work") or []:
             self.flag("hidden_work", "warning", f"case '{cr.label}': {hw}")
+
+    def beyond_peak(self, label: str, ct: CaseTiming) -> None:
+        """A share of peak over 100% is no share: the bytes or FLOPs counted are more than the
+        kernel does (a kernel that touches part of its tensors, a get_bytes or get_flops that
+        overcounts). It is left unknown, never shown or used to stop a search, and said why."""
+        if ct.cand_bw_pct_peak is not None and ct.cand_bw_pct_peak > 100:
+            counted = ("the file's get_bytes" if ct.bytes_basis == "get_bytes" else
+                       "its inputs and outputs, counted from their sizes")
+            self.flag("exceeds_peak", "warning",
+                      f"case '{label}': {counted} ({ct.bytes_moved / 1e6:.3g} MB) in {ct.cand_ms:.4g} ms would be "
+                      f"{ct.cand_bw_pct_peak:.0f}% of the GPU's peak bandwidth, more than it can move: the kernel "
+                      "moves less than that, so its share of peak is unknown"
+                      + ("" if ct.bytes_basis == "get_bytes" else
+                         " (it touches part of its tensors; a get_bytes in the file would say what it moves)"))
+            ct.cand_bw_pct_peak = None
+        if ct.cand_flops_pct_peak is not None and ct.cand_flops_pct_peak > 100:
+            self.flag("exceeds_peak", "warning",
+                      f"case '{label}': the file's get_flops in {ct.cand_ms:.4g} ms would be "
+                      f"{ct.cand_flops_pct_peak:.0f}% of the GPU's peak FLOP/s, more than it can compute: "
+                      "get_flops counts more than the kernel does, so its share of peak is unknown")
+            ct.cand_flops_pct_peak = None
 
     def not_timed(self, case: int, why: str) -> None:
         """A call of the case that is not timed, and why; the first such reason is what the
@@ -296,11 +318,6 @@ class Verdict:
             self.flag("suspicious_speedup", "warning",
                       f"{r.timing.speedup:.1f}x faster is above {self.opts.speedup_flag:g}x: have a person "
                       "check that the candidate does all the work")
-        for c in r.cases:
-            if c.timing and c.timing.cand_bw_pct_peak and c.timing.cand_bw_pct_peak > 100:
-                self.flag("exceeds_peak", "warning",
-                          f"case '{c.label}': moves its inputs and outputs at {c.timing.cand_bw_pct_peak:.0f}% "
-                          "of peak bandwidth, which is not possible if it reads everything once")
 
     def changed_when_timed(self, case: int, detail: str) -> None:
         cr = self.cases[case]

@@ -5,6 +5,7 @@ control flow depends on random values, and stores one element past the end."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import Project, flag_codes
 
 SCALE = '''
@@ -615,3 +616,47 @@ def test_a_store_past_a_tensor_made_from_data_is_caught(tmp_path, runner):
     assert p.evaluate(runner, "ref.py::fill", trials=1).correct
     r = p.evaluate(runner, "ref.py::fill", "oob.py::fill", trials=1)
     assert r.status == "mismatch" and "writes outside its tensors" in r.cases[0].detail, r.message
+
+
+def test_a_share_of_peak_over_100_percent_is_unknown_and_said_so(tmp_path):
+    # TritonBench-G's destindex_copy: a copy of one head of the twelve its tensors hold, whose
+    # tensors' sizes at its time came to 209% of an H200's bandwidth. No share is shown or used
+    # (the tuner stops near the roofline) where the count is known to be too large.
+    from agent.roofline import pct_text, roofline
+    from runner.schema import DeviceInfo, EvalOptions
+    from runner.source import build_request
+    from runner.verdict import Verdict
+    p = Project(tmp_path)
+    p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
+    req, _, _ = build_request("ref.py::scale", "cand.py::scale", EvalOptions(trials=1), root=tmp_path, cwd=tmp_path)
+    h200 = DeviceInfo(name="NVIDIA H200", backend="cuda", arch="sm_90", peak_bandwidth_gbs=4800.0,
+                      peak_tflops={"float16": 989.0})
+
+    def timed(**work):
+        v = Verdict(req, h200)
+        v.loaded_reference({"cases": [{"index": 0, "label": "case 0"}], "convention": "cases"})
+        v.judged(0, 0, {"passed": True}, 0)
+        v.timed(0, {"ref_ms": 0.0209, "cand_ms": 0.0209, "reps": 100, "method": "events", **work}, None, 5.0)
+        return v.finish()
+
+    # 210 MB in 20.9 µs: 209% of 4.8 TB/s.
+    r = timed(bytes_moved=210_000_000, bytes_basis="tensors")
+    (c,) = r.cases
+    assert r.correct and c.timing is not None and c.timing.cand_bw_pct_peak is None
+    assert roofline(r) is None and pct_text(roofline(r)) == "unknown"
+    (f,) = [f for f in r.flags if f.code == "exceeds_peak"]
+    assert "209% of the GPU's peak bandwidth" in f.message and "touches part of its tensors" in f.message, f.message
+    # A file's get_bytes that counts too much is named as the count at fault.
+    r = timed(bytes_moved=210_000_000, bytes_basis="get_bytes")
+    (f,) = [f for f in r.flags if f.code == "exceeds_peak"]
+    assert "the file's get_bytes" in f.message and r.cases[0].timing.cand_bw_pct_peak is None
+    # So is a get_flops beyond the GPU's peak FLOP/s; the measured TFLOP/s stay.
+    r = timed(bytes_moved=1_000_000, bytes_basis="tensors", flops=1e11, dtype="float16")
+    t = r.cases[0].timing
+    assert t.cand_flops_pct_peak is None and t.cand_tflops == pytest.approx(1e11 / 0.0209e-3 / 1e12)
+    assert any("get_flops" in f.message for f in r.flags if f.code == "exceeds_peak")
+    assert t.cand_bw_pct_peak == pytest.approx(100 * 1e6 / 0.0209e-3 / 4.8e12)
+    # Within the peak, nothing changes.
+    r = timed(bytes_moved=50_000_000, bytes_basis="tensors")
+    assert r.cases[0].timing.cand_bw_pct_peak == pytest.approx(49.8, abs=0.1)
+    assert not [f for f in r.flags if f.code == "exceeds_peak"] and roofline(r).pct == pytest.approx(49.8, abs=0.1)
