@@ -24,7 +24,7 @@ from . import autotune_pin, channel
 from .errors import Failure
 from .exchange import PATTERN_A, clone_layout, from_transfer, load, save
 from .inputs import Call, unit_tests
-from .side import Side, clone_call
+from .side import Side, clone_call, lookup
 from .units import separator_line
 
 
@@ -274,7 +274,7 @@ class CandidateSide(Side):
         pairs, calls = [], []
         if self.unit == "tests":
             for c in data:
-                ref_fn, cand_fn = getattr(self.ref_module, c["fn"], None), getattr(self.cand_module, c["fn"], None)
+                ref_fn, cand_fn = lookup(self.ref_module, c["fn"]), lookup(self.cand_module, c["fn"])
                 if ref_fn is None or cand_fn is None:
                     continue
                 # Each side's arguments made apart: an object the call passes is an instance of

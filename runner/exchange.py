@@ -131,8 +131,9 @@ def to_transfer(obj: Any, home: str) -> Any:
     Tensors, plain values and lists, tuples and dicts of them are kept. Two more kinds that
     launching wrappers take are written as tagged dicts: a Triton dtype (``tl.float8e5``) by its
     name, and an instance of a class defined in the file under test (``home``, its module's name:
-    a ``Config`` holding block sizes) by its class's name and its attributes. Anything else raises
-    ``NotTransferable``."""
+    a ``Config`` holding block sizes) by its class's name and its attributes; an ``nn.Module`` of
+    such a class or of ``torch.nn`` by its class, parameters, buffers, submodules and public
+    attributes. Anything else raises ``NotTransferable``."""
     if obj is None or isinstance(obj, (bool, int, float, str, complex, torch.Tensor, torch.dtype, torch.device)):
         return obj
     if type(obj) in (list, tuple):
@@ -144,11 +145,65 @@ def to_transfer(obj: Any, home: str) -> Any:
     cls = type(obj)
     if cls.__module__ == "triton.language.core" and cls.__name__ == "dtype":
         return {TRANSFER_KEY: "triton.dtype", "name": str(obj.name)}
+    if isinstance(obj, torch.nn.Module):
+        return _module_to_transfer(obj, home)
     state = getattr(obj, "__dict__", None)
     if cls.__module__ == home and "." not in cls.__qualname__ and type(state) is dict \
             and not hasattr(cls, "__slots__"):
         return {TRANSFER_KEY: "object", "class": cls.__qualname__, "state": to_transfer(dict(state), home)}
     raise NotTransferable(f"{cls.__module__}.{cls.__qualname__}")
+
+
+def _module_to_transfer(obj: "torch.nn.Module", home: str) -> dict:
+    """An ``nn.Module`` of a class defined in the file under test, or one of ``torch.nn``'s own
+    (an ``nn.LayerNorm`` a wrapper is handed), as its class's name, its parameters, buffers and
+    submodules, and its other public attributes; ``from_transfer`` builds it again without
+    running its ``__init__``."""
+    cls = type(obj)
+    if cls.__module__ == home and "." not in cls.__qualname__:
+        where = "home"
+    elif cls.__module__.startswith("torch.nn.") and getattr(torch.nn, cls.__name__, None) is cls:
+        where = "torch.nn"
+    else:
+        raise NotTransferable(f"{cls.__module__}.{cls.__qualname__}")
+    attrs = {k: v for k, v in vars(obj).items() if not k.startswith("_") and k != "training"}
+    try:
+        attrs = to_transfer(attrs, home)
+    except NotTransferable as e:
+        raise NotTransferable(f"{cls.__module__}.{cls.__qualname__} (it holds a {e})") from None
+    return {TRANSFER_KEY: "module", "class": cls.__qualname__ if where == "home" else cls.__name__, "from": where,
+            "training": bool(obj.training), "attrs": attrs,
+            "params": {k: None if v is None else (v.detach(), bool(v.requires_grad))
+                       for k, v in obj._parameters.items()},
+            "buffers": {k: None if v is None else v.detach() for k, v in obj._buffers.items()},
+            "persistent": sorted(k for k in obj._buffers if k not in obj._non_persistent_buffers_set),
+            "modules": {k: None if v is None else _module_to_transfer(v, home) for k, v in obj._modules.items()}}
+
+
+def _module_from_transfer(obj: dict, *modules) -> "torch.nn.Module":
+    name = obj["class"]
+    if obj.get("from") == "torch.nn":
+        cls = getattr(torch.nn, name, None)
+    else:
+        cls = next((c for c in (getattr(m, name, None) for m in modules) if isinstance(c, type)), None)
+        if cls is None:
+            raise ExchangeError(f"the timed call passes a {name}, which "
+                                f"{' or '.join(m.__name__ for m in modules)} does not define")
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise ExchangeError(f"the timed call passes a {name}, which is not an nn.Module here")
+    inst = cls.__new__(cls)
+    torch.nn.Module.__init__(inst)
+    for k, v in (obj.get("params") or {}).items():
+        inst.register_parameter(k, None if v is None else torch.nn.Parameter(v[0], requires_grad=v[1]))
+    keep = set(obj.get("persistent") or [])
+    for k, v in (obj.get("buffers") or {}).items():
+        inst.register_buffer(k, v, persistent=k in keep)
+    for k, v in (obj.get("modules") or {}).items():
+        inst.add_module(k, None if v is None else _module_from_transfer(v, *modules))
+    for k, v in from_transfer(obj.get("attrs") or {}, *modules).items():
+        setattr(inst, k, v)
+    inst.training = bool(obj.get("training"))
+    return inst
 
 
 def from_transfer(obj: Any, *modules) -> Any:
@@ -163,6 +218,8 @@ def from_transfer(obj: Any, *modules) -> Any:
     if kind == "triton.dtype":
         import triton.language as tl
         return tl.dtype(obj["name"])
+    if kind == "module":
+        return _module_from_transfer(obj, *modules)
     if kind == "object":
         cls = next((c for c in (getattr(m, obj["class"], None) for m in modules) if isinstance(c, type)), None)
         if cls is None:

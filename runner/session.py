@@ -232,6 +232,8 @@ class Session:
                 break
             for why in got.get("not_timed") or []:
                 self.v.not_timed(case, f"{why}, which cannot be handed to the timing process")
+            if got.get("none"):
+                self.v.nothing_to_time(case, str(got["none"]))
             if not got.get("calls"):
                 continue
             self.cand.take_device("write")

@@ -173,20 +173,52 @@ class Side:
     # ----------------------------------------------------------------- one test, recorded
 
     def top_functions(self, module, path: str) -> dict[str, Any]:
-        """Plain functions the tests can call above the separator (unit ``tests``)."""
+        """What the tests can call above the separator (unit ``tests``), by name: plain functions,
+        names bound to an ``autograd.Function``'s ``apply`` (``attention = _attention.apply``),
+        and the ``forward`` of each ``nn.Module`` class (as ``Class.forward``), all of the file."""
         if path not in self.seps:
             text = {**self.req.files, **self.req.candidate_files}.get(path, "")
             self.seps[path] = separator_line(text)
         sep = self.seps[path] or 10 ** 9
-        out = {}
-        for name, obj in vars(module).items():
+        torch = self.torch
+
+        def above(fn) -> bool:
             # A decorated function (``@torch.no_grad()``) is the decorator's wrapper, whose code
             # lies in torch: where it stands in the file is the wrapped function's line.
-            code = getattr(inspect.unwrap(obj), "__code__", None) if isinstance(obj, types.FunctionType) else None
-            if code is not None and obj.__module__ == module.__name__ and code.co_firstlineno < sep \
-                    and not name.startswith("test"):
+            code = getattr(inspect.unwrap(fn), "__code__", None)
+            return code is not None and code.co_firstlineno < sep
+
+        out = {}
+        for name, obj in vars(module).items():
+            if name.startswith("test"):
+                continue
+            if isinstance(obj, types.FunctionType):
+                if obj.__module__ == module.__name__ and above(obj):
+                    out[name] = obj
+            elif isinstance(obj, types.MethodType) and obj.__name__ == "apply" and isinstance(obj.__self__, type) \
+                    and issubclass(obj.__self__, torch.autograd.Function) \
+                    and obj.__self__.__module__ == module.__name__ and above(obj.__self__.forward):
                 out[name] = obj
+            elif isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj.__module__ == module.__name__ \
+                    and isinstance(obj.__dict__.get("forward"), types.FunctionType) and above(obj.forward):
+                out[f"{name}.forward"] = obj.forward
         return out
+
+    def snapshot(self, args: tuple, kwargs: dict) -> tuple:
+        """A call's arguments as they are when it starts (``clone_layout``); an ``nn.Module``
+        among them (a ``forward``'s ``self``) is copied whole, so that what is timed later is the
+        module this call saw."""
+        import copy
+        pre_a, pre_k = clone_layout((args, kwargs))
+
+        def one(x):
+            if isinstance(x, self.torch.nn.Module):
+                try:
+                    return copy.deepcopy(x)
+                except Exception:
+                    return x
+            return x
+        return tuple(one(x) for x in pre_a), {k: one(v) for k, v in pre_k.items()}
 
     def record_test(self, module, path: str, case, seed: int, byte: int, ops=None,
                     capture: bool = False) -> tuple[dict, list]:
@@ -202,7 +234,7 @@ class Side:
                 if depth[0]:
                     return fn(*a, **k)
                 depth[0] += 1
-                pre = clone_layout((a, k)) if capture and len(timed) < MAX_TIMED_CALLS else None
+                pre = self.snapshot(a, k) if capture and len(timed) < MAX_TIMED_CALLS else None
                 if ops is not None:
                     ops.active = True
                 try:
@@ -223,7 +255,7 @@ class Side:
         if ops is not None:
             ops.active = False  # the test's own torch work is not the code's
         for name, fn in top.items():
-            setattr(module, name, wrap(name, fn))
+            put(module, name, wrap(name, fn))
         limit = self.opts.interpreter_max_elements * 4 if self.interp else None
         alloc = Allocations(byte, self.launches, max_elements=limit)
         try:
@@ -233,7 +265,7 @@ class Side:
             self.sync()
         finally:
             for name, fn in originals.items():
-                setattr(module, name, fn)
+                put(module, name, fn)
             if ops is not None:
                 ops.active = True
         return {"return": to_plain(ret), "calls": calls, "oob": alloc.breaches(),
@@ -271,6 +303,22 @@ class Side:
                 "reps": reps, "method": "+".join(sorted(methods)), "notes": sorted(notes),
                 "hidden_work": hidden, "ref_wall_ms": ref_wall, "cand_wall_ms": cand_wall,
                 "calls": len(pairs)}
+
+
+def put(module, name: str, fn) -> None:
+    """Bind ``name`` (``f``, or ``Class.forward``) in ``module`` to ``fn``."""
+    owner, _, attr = name.rpartition(".")
+    setattr(getattr(module, owner) if owner else module, attr, fn)
+
+
+def lookup(module, name: str):
+    """What ``name`` (``f``, or ``Class.forward``) is in ``module``, or None."""
+    obj = module
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
 
 class _null:

@@ -294,6 +294,10 @@ class Verdict:
         if not any(f.message == msg for f in self.result.flags):
             self.flag("timing_note", "info", msg)
 
+    def nothing_to_time(self, case: int, why: str) -> None:
+        """A case with no call to time at all, and why (said when no case was timed)."""
+        self.untimed_why = self.untimed_why or f"case '{self.cases[case].label}': {why}"
+
     def untrusted(self, why: str) -> None:
         self.flag("timing_untrusted", "warning", why + "; no speedup is claimed")
         self.result.timing_unavailable = "timing not trusted: " + why

@@ -280,3 +280,22 @@ def test_a_candidate_graph_capture_cannot_hold_is_timed_by_events_and_not_called
     r = p.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
     assert r.status == "ok" and r.correct, r.message
     assert r.timing is not None and "events" in r.timing.method
+
+
+def test_launches_from_an_autograd_function_alias_and_a_module_forward_are_timed(tmp_path, gpu_runner):
+    # TritonBench-G's triton_attention (``attention = _attention.apply``) and rmsnorm_fused (an
+    # nn.Module's forward) were "not timed: no case was timed", with no reason given.
+    from test_verdicts import CLASS_LAUNCHES
+    p = Project(tmp_path)
+    p.write("task.py", CLASS_LAUNCHES.format(fn_scale="2.0", module_scale="3.0"))
+    r = p.evaluate(gpu_runner, "task.py::scale")
+    assert r.status == "ok" and r.correct and r.timing is not None, (r.message, r.timing_unavailable)
+    assert r.cases[0].timing.reps > 0 and "scale(" in r.cases[0].shapes
+    # A test that launches its kernels itself leaves nothing to time, and says so.
+    own = CLASS_LAUNCHES.format(fn_scale="2.0", module_scale="3.0").replace(
+        "    a = scale(x)\n    b = Scaler(300)(x)\n",
+        "    a = torch.empty_like(x)\n    scale_kernel[(3,)](x, a, 300, 2.0, BLOCK=128)\n    b = a\n")
+    p.write("own.py", own)
+    r = p.evaluate(gpu_runner, "own.py::scale")
+    assert r.correct and r.timing is None and "the test calls none of the file's own functions" in \
+        (r.timing_unavailable or ""), r.timing_unavailable

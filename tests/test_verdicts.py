@@ -660,3 +660,129 @@ def test_a_share_of_peak_over_100_percent_is_unknown_and_said_so(tmp_path):
     r = timed(bytes_moved=50_000_000, bytes_basis="tensors")
     assert r.cases[0].timing.cand_bw_pct_peak == pytest.approx(49.8, abs=0.1)
     assert not [f for f in r.flags if f.code == "exceeds_peak"] and roofline(r).pct == pytest.approx(49.8, abs=0.1)
+
+
+CLASS_LAUNCHES = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x * s, mask=m)
+
+
+def _launch(x, s):
+    y = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), s, BLOCK=128)
+    return y
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _launch(x, {fn_scale})
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0
+
+
+scale = _Scale.apply
+
+
+class Scaler(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, device="cuda"))
+        self.eps = 1e-6
+
+    def forward(self, x):
+        return _launch(x, {module_scale}) * self.weight
+
+
+''' + "#" * 146 + '''
+
+
+def test_class_launches():
+    x = torch.randn(300, device="cuda")
+    a = scale(x)
+    b = Scaler(300)(x)
+    return {{"finite": bool(torch.isfinite(a).all() and torch.isfinite(b).all())}}   # not the outputs
+
+
+result_gold = test_class_launches()
+'''
+
+
+@pytest.mark.parametrize("wrong", ["fn_scale", "module_scale"])
+def test_launches_from_an_autograd_function_alias_or_a_module_s_forward_are_compared(tmp_path, runner, wrong):
+    # TritonBench-G's triton_attention (``attention = _attention.apply``) and rmsnorm_fused (an
+    # nn.Module) launch from neither a plain function nor the test: their calls were not recorded,
+    # so a wrong kernel whose test returns no output passed, and nothing could be timed.
+    right = {"fn_scale": "2.0", "module_scale": "3.0"}
+    p = Project(tmp_path)
+    p.write("task.py", CLASS_LAUNCHES.format(**right))
+    r = p.evaluate(runner, "task.py::scale")
+    assert r.correct, r.message
+    p.write("cand.py", CLASS_LAUNCHES.format(**{**right, wrong: "2.5"}))
+    r = p.evaluate(runner, "task.py::scale", "cand.py::scale")
+    assert r.status == "mismatch", r.message
+    call = "call 1 (scale)" if wrong == "fn_scale" else "call 2 (Scaler.forward)"
+    assert f"{call}: output" in r.cases[0].detail, r.cases[0].detail
+
+
+def test_a_module_crosses_to_the_timing_process_with_its_weights_and_attributes(tmp_path):
+    # The timed call of a forward passes the module itself; one of torch.nn (fast_layernorm's
+    # nn.LayerNorm) or of the file's own class is built again there from plain data.
+    import sys
+    import types
+
+    import torch
+    from runner.exchange import NotTransferable, from_transfer, load, save, to_transfer
+    home = types.ModuleType("task_home")
+
+    class Norm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.LayerNorm(8)
+            self.weight = torch.nn.Parameter(torch.randn(8))
+            self.register_buffer("scale", torch.full((8,), 3.0))
+            self.register_buffer("cache", torch.zeros(2), persistent=False)
+            self.bias = None
+            self.eps, self.name = 1e-5, "n"
+
+        def forward(self, x):
+            return self.inner(x) * self.weight * self.scale + self.eps
+
+    Norm.__module__, Norm.__qualname__ = "task_home", "Norm"
+    home.Norm = Norm
+    sys.modules["task_home"] = home
+    try:
+        m = Norm().eval()
+        with torch.no_grad():
+            m.inner.weight.mul_(2.0)
+        f = tmp_path / "t.pt"
+        save(str(f), to_transfer([m, torch.ones(2, 8)], "task_home"))
+        m2, x = from_transfer(load(str(f)), home)
+        assert type(m2) is Norm and isinstance(m2.inner, torch.nn.LayerNorm) and not m2.training
+        assert m2.eps == 1e-5 and m2.name == "n" and m2.bias is None
+        assert isinstance(m2.weight, torch.nn.Parameter) and m2.weight.requires_grad
+        assert "cache" not in m2.state_dict() and "scale" in m2.state_dict()
+        assert torch.equal(m2(x), m(x))
+        # A module of another package, or one holding what cannot cross, is named, not guessed.
+
+        class Other(torch.nn.Module):
+            pass
+        with pytest.raises(NotTransferable, match="Other"):
+            to_transfer(Other(), "task_home")
+        m.hook = object()
+        with pytest.raises(NotTransferable, match="holds a builtins.object"):
+            to_transfer(m, "task_home")
+    finally:
+        del sys.modules["task_home"]
