@@ -313,3 +313,31 @@ def test_no_search_starts_with_less_time_left_than_half_the_originals_check(tmp_
     report = tune(FakeGpu(_cost, batch_s=0.3), req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
                   deadline=Deadline.after(5.0, "task budget"), original=quick)
     assert report.tried >= 2
+
+
+def test_a_batch_the_time_left_after_its_compile_screen_cannot_hold_is_not_started(tmp_path, monkeypatch):
+    # TritonBench-G's llama_ff_triton on the H200: a compile screen of six large tiles took 25 s
+    # of its 30 s, the batch after it still started, and the task ended at 32.3 s.
+    from agent.tune import tuner
+    screens = []
+    check = tuner.Screen.check
+
+    def slow_check(self, configs):
+        screens.append(len(configs))
+        if len(screens) == 2:  # the second screen: after the first batch measured the pace
+            time.sleep(3.2)
+        return check(self, configs)
+
+    monkeypatch.setattr(tuner.Screen, "check", slow_check)
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+    gpu = FakeGpu(_cost, batch_s=0.3)
+    t0 = time.monotonic()
+    report = tune(gpu, req, "sm_90", max_configs=48, trials_per_case=1, timed=True,
+                  deadline=Deadline.after(4.0, "task budget"))
+    took = time.monotonic() - t0
+    assert len(screens) >= 2 and report.stopped == "task budget"
+    # The batch after the long screen ran nothing: its configs are cut, neither tried nor wrong.
+    steps = [s["step"] for s in report.timeline]
+    assert steps[:2] == ["screen", "batch"] and "batch" not in steps[2:], report.timeline
+    assert report.tried == 2 and "cut short by the task budget" in report.message, report.message
+    assert took < 4.0 + 0.3, took

@@ -780,6 +780,7 @@ class _Tuning:
                                                   pruned=why, message=f"pruned before running: {why}"))
             else:
                 run.append(cfg)
+        run = self._fits_after_screen(run)
         t1 = time.monotonic()
         # A screened config's compile report is the screen's; the others are compiled as they run.
         results = self.runner.evaluate_many([
@@ -797,6 +798,22 @@ class _Tuning:
             else:
                 out.append(_trial(cfg, r))
         return out
+
+    def _fits_after_screen(self, run: list[dict]) -> list[dict]:
+        """Under a deadline, the configs of ``run`` that the time left after the compile screen
+        still holds at the pace measured so far (before any, ``PRIOR_SHARE`` of the original's
+        check): a screen of large tiles can take most of a budget (TritonBench-G's
+        llama_ff_triton: 25 s of 30), and a batch started after it ran past the budget. The
+        others are cut, neither tried nor wrong."""
+        if self.search_deadline is None or not run:
+            return run
+        left = self.search_deadline.left()
+        pace = self.per_config_s if self.per_config_s is not None else self.prior_s
+        n = len(run) if not pace else min(len(run), int(max(left, 0.0) / pace))
+        if left <= 0:
+            n = 0
+        self.cut.extend(run[n:])
+        return run[:n]
 
     def _step(self, step: str, configs: int, t0: float, results: list[EvalResult]) -> None:
         if not results:
