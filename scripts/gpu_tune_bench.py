@@ -369,6 +369,7 @@ def tune_task(task, opts, runner, args, wall) -> dict:
         "speedup": out.speedup if out.improved else (1.0 if timed else None), "improved": out.improved,
         "pct_peak": [rep_.original_pct_peak, rep_.best_pct_peak if out.improved else rep_.original_pct_peak],
         "peak_basis": rep_.peak_basis, "search_s": round((rep_.search_s or 0) + (rep_.confirm_s or 0), 1),
+        "confirm_s": rep_.confirm_s,  # of search_s: the confirmation's own seconds
         "tried": rep_.tried, "verified": sum(t.correct for t in rep_.trials), "space": rep_.space_size,
         "stopped": rep_.stopped, "stopped_after": rep_.stopped_after, "message": rep_.message[:300],
         "best": rep_.best, "device": str(base.device) if base.device else None,
