@@ -357,3 +357,51 @@ def test_rows_per_program_is_left_out_where_it_would_not_be_the_same_program():
     assert rows(SOFTMAX_ROWS.replace("    num = tl.exp(x)", "    tl.atomic_cas(out_ptr, 0.0, 1.0)\n    num = tl.exp(x)")) is None
     assert rows(SOFTMAX_ROWS.replace("offs = tl.arange(0, BLOCK)", "offs = tl.arange(0, BLOCK) + tl.program_id(0) * 0")) is None
     assert rows(SOFTMAX_ROWS.replace("    return out\n", "    softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK=128)\n    return out\n", 1)) is None
+
+
+TIED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def attn_kernel(q_ptr, o_ptr, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DMODEL: tl.constexpr):
+    pass
+
+
+def attn(q, o):
+    BLOCK = 128
+    Lq, Lk = q.shape[-1], q.shape[-1]
+    grid = (triton.cdiv(q.shape[0], BLOCK),)
+    attn_kernel[grid](q, o, q.shape[0], BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_DMODEL=Lk, num_warps=4)
+    return o
+'''
+
+
+def test_keywords_passed_one_name_are_one_knob_and_a_tensor_extent_is_not_a_knob():
+    # TritonBench-G's attention_llama: ``BLOCK = 64`` passed as BLOCK_M and BLOCK_N. Searched as
+    # two knobs, both wrote the one ``BLOCK = ...``: "1.45x faster with BLOCK_M=16, BLOCK_N=64"
+    # ran 16 for both. And ``BLOCK_DMODEL=Lk`` (the head size, read from q.shape) halved or
+    # doubled is another problem: such kernels had most of their configs fail their check
+    # (context_attn_mistral: 10 of 11).
+    from agent.tune.knobs import render_autotune_launch
+    (site,) = find_launch_sites(TIED, "attn")
+    assert [k.name for k in site.knobs] == ["BLOCK_M", "num_warps"] and site.exprs == []
+    (block, _) = site.knobs
+    assert [f for f, _ in block.followers] == ["BLOCK_N"]
+    assert any("BLOCK_N is passed the same name (BLOCK) as BLOCK_M" in n for n in site.notes)
+    assert any("BLOCK_DMODEL is the tensor extent Lk as it is" in n for n in site.notes)
+    assert "    BLOCK = 32\n" in render_config(TIED, site, {"BLOCK_M": 32})
+    # As an @triton.autotune, both keywords leave the launch and each config sets both.
+    auto = render_autotune_launch(TIED, site, [{"BLOCK_M": 64}, {"BLOCK_M": 32}], ["n"])
+    assert "triton.Config({'BLOCK_M': 64, 'BLOCK_N': 64}, num_warps=4)" in auto, auto
+    assert "BLOCK_M=BLOCK" not in auto and "BLOCK_N=BLOCK" not in auto and "BLOCK_DMODEL=Lk" in auto
+    ast.parse(auto)
+    # A rounded extent is a block around it, and is still searched.
+    rounded = TIED.replace("BLOCK_DMODEL=Lk", "BLOCK_DMODEL=triton.next_power_of_2(Lk)")
+    assert [e.name for e in find_launch_sites(rounded, "attn")[0].exprs] == ["BLOCK_DMODEL"]
+    # What the report says the edit is names both keywords.
+    t = _Tuning.__new__(_Tuning)
+    t.site = site
+    assert t.label({"BLOCK_M": 32, "num_warps": 8}) == "BLOCK_M=BLOCK_N=32, num_warps=8"

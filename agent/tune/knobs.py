@@ -55,6 +55,9 @@ class Knob:
     """The wrapper's name for the value, when it is bound once (``BLOCK = 128``)."""
     kw_span: Optional[Span] = None
     """The keyword at the launch with the comma before it (removed when autotune decides)."""
+    followers: list = field(default_factory=list)
+    """Other keywords the launch passes the same name for (``BLOCK_M=BLOCK, BLOCK_N=BLOCK``):
+    (keyword, its ``kw_span``). Their value is this knob's; one name, one value."""
 
 
 @dataclass
@@ -234,6 +237,10 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
         if lit is None and isinstance(value_node, ast.Name) and len(bound.get(value_node.id, [])) == 1:
             var, value_node = value_node.id, bound[value_node.id][0]
             lit = _int_literal(value_node)
+        if lit is None and kind == "constexpr" and _extent(kw.value, bound):
+            site.notes.append(f"{kw.arg} is the tensor extent {ast.unparse(kw.value)} as it is, which the kernel "
+                              "covers exactly (a block around it would be rounded up to a power of two): left as it is")
+            continue
         if lit is None:
             ek = computed_knob(text, kw.arg, kind, value_node if var else kw.value, var)
             same = next((e for e in site.exprs if ek is not None and e.span == ek.span), None)
@@ -247,6 +254,11 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
         knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)], var=var)
         if id(kw) in previous_end:
             knob.kw_span = (*previous_end[id(kw)], kw.end_lineno, kw.end_col_offset)
+        leader = next((k for k in site.knobs if var and k.var == var and k.spans[:1] == knob.spans[:1]), None)
+        if leader is not None:  # one name for two keywords: one value, searched once, named by the first
+            leader.followers.append((kw.arg, knob.kw_span))
+            site.notes.append(f"{kw.arg} is passed the same name ({var}) as {leader.name}, and follows it")
+            continue
         if kind == "constexpr":
             knob.spans += [_span(g) for g in grid_literals if g.value == lit and lit > 1]
         site.knobs.append(knob)
@@ -255,6 +267,32 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
         site.insert_at = (last.end_lineno, last.end_col_offset)
     site.exprs += heuristic_knobs(text, kdef, {ek.name for ek in site.exprs} | {k.name for k in site.knobs})
     return site
+
+
+def _is_extent_read(node: ast.AST) -> bool:
+    """``x.shape[i]``, ``x.shape``, ``x.size(i)``: a tensor's extent, read as it is."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute) and node.attr == "shape":
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size"
+
+
+def _extent(node: ast.AST, bound: dict[str, list[ast.AST]]) -> bool:
+    """``node`` is a tensor's extent as it is: read there, or a name every binding of which reads
+    one (``Lq, Lk, Lv = q.shape[-1], k.shape[-1], v.shape[-1]``; ``M, K = a.shape``). Rounded,
+    capped or computed values (``next_power_of_2(n)``, ``min(...)``) are not."""
+    if _is_extent_read(node):
+        return True
+    if not isinstance(node, ast.Name) or not bound.get(node.id):
+        return False
+    for v in bound[node.id]:
+        if isinstance(v, ast.Tuple):
+            if not v.elts or not all(_is_extent_read(e) for e in v.elts):
+                return False
+        elif not _is_extent_read(v):
+            return False
+    return True
 
 
 def computed_knob(text: str, name: str, kind: str, node: ast.AST, var: Optional[str]) -> Optional[ExprKnob]:
@@ -486,6 +524,11 @@ def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, 
                              "literal values")
         for c in configs:
             c.setdefault(name, k.value)
+    for k in site.knobs:  # a follower is set with its leader, in every config
+        for f, _ in k.followers:
+            for c in configs:
+                if k.name in c:
+                    c[f] = c[k.name]
     tuned = sorted({name for c in configs for name in c})
     for name in tuned:
         if name in by_name and by_name[name].kw_span is None:
@@ -512,6 +555,10 @@ def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, 
         k = by_name.get(name)
         if k is not None:
             edits[k.kw_span] = ""
+            for f, f_span in k.followers:
+                if f_span is None:
+                    raise ValueError(f"{f} is the launch's first argument; cannot take it out")
+                edits[f_span] = ""
     meta_names = [n for n in tuned if n not in LAUNCH_OPTIONS]
     rows = []
     for c in configs:

@@ -1034,7 +1034,7 @@ class _Tuning:
         report, site, text, at = self.report, self.site, self.text, self.at
         if emit != "autotune":
             report.best, report.search_speedup = best.config, best.speedup
-            return self.render(best.config), ", ".join(f"{k}={v}" for k, v in sorted(best.config.items()))
+            return self.render(best.config), self.label(best.config)
         names = sorted({n for t in report.trials for n in t.config})
         # An autotuned kernel's original is its own list, which is not one of the configs.
         original_full = {} if at is not None else {
@@ -1076,6 +1076,12 @@ class _Tuning:
         return self.write_edit("constants", best, None)
 
     # 7. The confirmation -----------------------------------------------------------------------
+
+    def label(self, config: dict) -> str:
+        """``BLOCK_M=64, num_warps=8``; a knob the launch passes under several keywords names
+        them all (``BLOCK_M=BLOCK_N=64``): one value, written once."""
+        followers = {k.name: [f for f, _ in k.followers] for k in self.site.knobs if k.followers}
+        return ", ".join("=".join([k, *followers.get(k, [])]) + f"={v}" for k, v in sorted(config.items()))
 
     def confirm(self, source: str, label: str) -> TuneReport:
         """A fresh evaluation of the edited file, with the full timing budget: the best of many
