@@ -405,3 +405,50 @@ def test_keywords_passed_one_name_are_one_knob_and_a_tensor_extent_is_not_a_knob
     t = _Tuning.__new__(_Tuning)
     t.site = site
     assert t.label({"BLOCK_M": 32, "num_warps": 8}) == "BLOCK_M=BLOCK_N=32, num_warps=8"
+
+
+TIED_COPY = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy2d_kernel(x_ptr, y_ptr, m, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < m) & (cols[None, :] < n)
+    offs = rows[:, None] * n + cols[None, :]
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+def copy2d(x):
+    BLOCK = 32
+    m, n = x.shape
+    y = torch.empty_like(x)
+    copy2d_kernel[(triton.cdiv(m, BLOCK), triton.cdiv(n, BLOCK))](x, y, m, n, BLOCK_M=BLOCK, BLOCK_N=BLOCK)
+    return y
+
+
+INPUT_CASES = [dict(m=40, n=72)]
+
+
+def get_inputs(m=40, n=72):
+    return [torch.randn(m, n, device="cuda")]
+'''
+
+
+def test_a_knob_s_followers_are_compiled_run_and_named_with_it(tmp_path, runner):
+    req = Project(tmp_path).write("k.py", TIED_COPY).request("k.py::copy2d")
+
+    def cost(label, text):  # BLOCK = 64 is the fastest
+        block = 32 if text is None else int(text.split("BLOCK = ")[1].split("\n")[0])
+        return {16: 1.4, 32: 1.0, 64: 0.6, 128: 0.9}.get(block, 1.2)
+
+    gpu = CostModelRunner(runner, cost)
+    report = tune(gpu, req, "sm_90", max_configs=6, trials_per_case=1, timed=True)
+    screened = [c for r in gpu.requests for c in (r.options.aot_configs or []) if "BLOCK_M" in c]
+    assert screened and all(c.get("BLOCK_N") == c["BLOCK_M"] for c in screened), screened
+    assert report.improved and report.best["BLOCK_M"] == 64 and "BLOCK_N" not in report.best
+    assert "BLOCK_M=BLOCK_N=64" in report.message, report.message
+    assert "    BLOCK = 64\n" in report.source

@@ -761,7 +761,16 @@ class _Tuning:
                 return False
         self.screen = Screen(self.runner, self.request, site.kernel, arch, _parallelism(self.runner))
         hints = tuple(rw.name for rw in site.rewrites)
-        self.screen.part = lambda c: screen_part(c, report.original, hints)
+        followers = {k.name: [f for f, _ in k.followers] for k in site.knobs if k.followers}
+
+        def part(c: dict) -> Optional[dict]:
+            # What the screen compiles is what runs: a knob's followers take its value.
+            p = screen_part(c, report.original, hints)
+            for lead, names in followers.items():
+                if p is not None and lead in p:
+                    p.update({f: p[lead] for f in names})
+            return p
+        self.screen.part = part
         return True
 
     # 4. The search -----------------------------------------------------------------------------
