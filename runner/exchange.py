@@ -180,15 +180,18 @@ def _module_to_transfer(obj: "torch.nn.Module", home: str) -> dict:
             "modules": {k: None if v is None else _module_to_transfer(v, home) for k, v in obj._modules.items()}}
 
 
+def _class_named(name: str, modules) -> type:
+    """The class ``name`` in the first of ``modules`` that defines one."""
+    cls = next((c for c in (getattr(m, name, None) for m in modules) if isinstance(c, type)), None)
+    if cls is None:
+        raise ExchangeError(f"the timed call passes a {name}, which "
+                            f"{' or '.join(m.__name__ for m in modules)} does not define")
+    return cls
+
+
 def _module_from_transfer(obj: dict, *modules) -> "torch.nn.Module":
     name = obj["class"]
-    if obj.get("from") == "torch.nn":
-        cls = getattr(torch.nn, name, None)
-    else:
-        cls = next((c for c in (getattr(m, name, None) for m in modules) if isinstance(c, type)), None)
-        if cls is None:
-            raise ExchangeError(f"the timed call passes a {name}, which "
-                                f"{' or '.join(m.__name__ for m in modules)} does not define")
+    cls = getattr(torch.nn, name, None) if obj.get("from") == "torch.nn" else _class_named(name, modules)
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise ExchangeError(f"the timed call passes a {name}, which is not an nn.Module here")
     inst = cls.__new__(cls)
@@ -221,10 +224,7 @@ def from_transfer(obj: Any, *modules) -> Any:
     if kind == "module":
         return _module_from_transfer(obj, *modules)
     if kind == "object":
-        cls = next((c for c in (getattr(m, obj["class"], None) for m in modules) if isinstance(c, type)), None)
-        if cls is None:
-            raise ExchangeError(f"the timed call passes a {obj['class']}, which "
-                                f"{' or '.join(m.__name__ for m in modules)} does not define")
+        cls = _class_named(obj["class"], modules)
         inst = cls.__new__(cls)
         inst.__dict__.update(from_transfer(obj["state"], *modules))
         return inst

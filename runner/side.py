@@ -16,6 +16,7 @@ Before each call (or test) every random generator is seeded the same way on both
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import types
@@ -208,7 +209,6 @@ class Side:
         """A call's arguments as they are when it starts (``clone_layout``); an ``nn.Module``
         among them (a ``forward``'s ``self``) is copied whole, so that what is timed later is the
         module this call saw."""
-        import copy
         pre_a, pre_k = clone_layout((args, kwargs))
 
         def one(x):

@@ -110,6 +110,10 @@ class LaunchSite:
     extra_axes: dict = field(default_factory=dict)
     """Launch options the arch allows beyond warps and stages (``num_ctas`` on sm_90+)."""
 
+    def followers(self) -> dict[str, list[str]]:
+        """Each knob passed under more keywords -> those keywords (``Knob.followers``)."""
+        return {k.name: [f for f, _ in k.followers] for k in self.knobs if k.followers}
+
     def axes_original(self) -> dict:
         """What the original runs with on the non-literal axes: computed knobs as written,
         rewrites as written, extra options at Triton's default."""
@@ -524,11 +528,10 @@ def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, 
                              "literal values")
         for c in configs:
             c.setdefault(name, k.value)
-    for k in site.knobs:  # a follower is set with its leader, in every config
-        for f, _ in k.followers:
-            for c in configs:
-                if k.name in c:
-                    c[f] = c[k.name]
+    for lead, names in site.followers().items():  # a follower is set with its leader, in every config
+        for c in configs:
+            if lead in c:
+                c.update(dict.fromkeys(names, c[lead]))
     tuned = sorted({name for c in configs for name in c})
     for name in tuned:
         if name in by_name and by_name[name].kw_span is None:

@@ -761,14 +761,14 @@ class _Tuning:
                 return False
         self.screen = Screen(self.runner, self.request, site.kernel, arch, _parallelism(self.runner))
         hints = tuple(rw.name for rw in site.rewrites)
-        followers = {k.name: [f for f, _ in k.followers] for k in site.knobs if k.followers}
+        followers = site.followers()
 
         def part(c: dict) -> Optional[dict]:
             # What the screen compiles is what runs: a knob's followers take its value.
             p = screen_part(c, report.original, hints)
             for lead, names in followers.items():
                 if p is not None and lead in p:
-                    p.update({f: p[lead] for f in names})
+                    p.update(dict.fromkeys(names, p[lead]))
             return p
         self.screen.part = part
         return True
@@ -818,9 +818,7 @@ class _Tuning:
             return run
         left = self.search_deadline.left()
         pace = self.per_config_s if self.per_config_s is not None else self.prior_s
-        n = len(run) if not pace else min(len(run), int(max(left, 0.0) / pace))
-        if left <= 0:
-            n = 0
+        n = 0 if left <= 0 else len(run) if not pace else min(len(run), int(left / pace))
         self.cut.extend(run[n:])
         return run[:n]
 
@@ -1089,7 +1087,7 @@ class _Tuning:
     def label(self, config: dict) -> str:
         """``BLOCK_M=64, num_warps=8``; a knob the launch passes under several keywords names
         them all (``BLOCK_M=BLOCK_N=64``): one value, written once."""
-        followers = {k.name: [f for f, _ in k.followers] for k in self.site.knobs if k.followers}
+        followers = self.site.followers()
         return ", ".join("=".join([k, *followers.get(k, [])]) + f"={v}" for k, v in sorted(config.items()))
 
     def confirm(self, source: str, label: str) -> TuneReport:
