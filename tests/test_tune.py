@@ -267,6 +267,103 @@ def test_coordinate_descent_never_follows_a_wrong_config():
     assert choose(trials) is None
 
 
+def test_the_descent_gives_every_knob_its_share_of_a_budget_too_small_for_all():
+    """TritonBench-G's mixed_sparse_attention on the H200: 16 configs, 14 of them moves of
+    BLOCK_M and BLOCK_N (which its results depend on), and its warps and stages never tried.
+    With the budget too small for every value of every knob, each knob gets its share, its
+    nearest values first."""
+    from agent.tune.tuner import coordinate_descent
+    axes = {"BLOCK_M": [16, 32, 64, 128, 256], "BLOCK_N": [16, 32, 64, 128, 256],
+            "eviction_policy": ["as written", "evict_first"], "num_stages": [1, 2, 3, 4], "num_warps": [1, 2, 4, 8, 16]}
+    start = {"BLOCK_M": 64, "BLOCK_N": 64, "eviction_policy": "as written", "num_stages": 2, "num_warps": 4}
+    runs = []
+
+    def evaluate(batch):
+        runs.extend(batch)
+        return [Trial(config=c, status="ok", correct=True, spread_pct=0.5,
+                      speedup=1.3 if c["num_warps"] == 8 else 1.0) for c in batch]
+
+    trials = coordinate_descent(axes, start, evaluate, budget=9)
+    assert len(trials) == 9
+    assert {name for c in runs for name in c if c[name] != start[name]} == set(axes)  # every knob moved
+    assert max(trials, key=lambda t: t.speedup).config["num_warps"] == 8
+    # Nearest first: BLOCK_M's two moves are its neighbours, not the ends of its range.
+    assert sorted(c["BLOCK_M"] for c in runs if c["BLOCK_M"] != 64) == [32, 128]
+    # With the budget for all, a round tries every value of each knob, as before.
+    runs.clear()
+    coordinate_descent(axes, start, evaluate, budget=100)
+    assert len([c for c in runs if c["num_warps"] == 4 and c["num_stages"] == 2 and c["eviction_policy"] == "as written"
+                and c["BLOCK_N"] == 64]) == 4
+
+
+def test_values_seen_to_change_results_are_not_tried_again(tmp_path):
+    """Every block size but the original's changes the kernel's results (as the block tables of a
+    block-sparse attention are laid out per block); a faster launch option exists. The search
+    learns each wrong value from a config that differs from the original in that knob alone
+    among those that can change results, replaces sampled configs that hold one, and descends
+    over what is left."""
+    from agent.tune.tuner import RESULT_NEUTRAL, changes_results
+    from test_tune_budget import FakeGpu, H200  # noqa: F401
+    req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
+
+    def cost(block, warps):
+        return 1.0 if warps != 8 else 0.8
+
+    gpu = FakeGpu(cost, wrong=(64, 128, 512, 1024))
+    report = tune(gpu, req, "sm_90", max_configs=16, trials_per_case=1, timed=True)
+    assert report.improved and report.best["num_warps"] == 8 and report.best["BLOCK"] == 256
+    wrong = [t for t in report.trials if t.status == "mismatch"]
+    # Without learning: about 8 of the 16 (a random sample of the 50 holds a wrong block four
+    # times in five, and the descent then tries each wrong block once more).
+    assert len(wrong) <= 6, [t.config for t in report.trials]
+    assert {k for k, _ in changes_results(report.trials, report.original)} == {"BLOCK"}
+    assert "values seen to change the kernel's results were not tried again: BLOCK=" in " ".join(report.notes)
+    # Attribution is by one knob that can change results: launch options and hints never do.
+    base = {"BLOCK": 256, "num_warps": 4}
+    two = [Trial(config={"BLOCK": 64, "num_warps": 8}, status="mismatch", correct=False)]
+    assert changes_results(two, base) == {("BLOCK", 64)} and "num_warps" in RESULT_NEUTRAL
+    both = [Trial(config={"BLOCK": 64, "OTHER": 2, "num_warps": 4}, status="mismatch", correct=False)]
+    assert changes_results(both, {**base, "OTHER": 1}) == set()  # two suspects: neither is blamed
+    cleared = both + [Trial(config={"BLOCK": 64, "OTHER": 1, "num_warps": 4}, status="ok", correct=True)]
+    assert changes_results(cleared, {**base, "OTHER": 1}) == {("OTHER", 2)}  # BLOCK=64 verified once
+
+
+TWO_BLOCKS = ADD_RELU.replace("BLOCK: tl.constexpr):", "BLOCK: tl.constexpr, BLOCK_N: tl.constexpr):").replace(
+    "BLOCK=256)", "BLOCK=256, BLOCK_N=64)")
+
+
+def test_a_sample_whose_configs_mostly_fail_turns_to_one_move_at_a_time(tmp_path):
+    """Two block sizes the results depend on, a faster warp count: random configs move both
+    blocks and fail without saying which was wrong. Once more sampled configs have failed than
+    passed, the rest of the sample moves one such knob at a time, each failure names its
+    value, and the budget goes to what is left."""
+    from agent.tune.tuner import changes_results
+    from test_tune_budget import H200, FakeGpu
+    from runner.schema import EvalResult
+
+    class TwoBlocks(FakeGpu):
+        def one(self, req):
+            text = req.candidate_files.get(req.target.path) if req.candidate is not None else None
+            if req.options.aot_configs or text is None:
+                return super().one(req)
+            call = text.split("def add_relu(")[1]
+            blocks = (re.search(r"BLOCK=(\d+)", call).group(1), re.search(r"BLOCK_N=(\d+)", call).group(1))
+            if blocks != ("256", "64"):
+                return EvalResult(status="mismatch", correct=False, message="wrong", device=H200)
+            return super().one(req)
+
+    import re
+    req = Project(tmp_path).write("k.py", TWO_BLOCKS).request("k.py::add_relu")
+    gpu = TwoBlocks(lambda block, warps: 0.8 if warps == 8 else 1.0)
+    report = tune(gpu, req, "sm_90", max_configs=16, trials_per_case=1, timed=True)
+    assert report.space_size > 100 and report.tried == 16
+    assert report.improved and report.best["num_warps"] == 8, [(t.config, t.status) for t in report.trials]
+    learned = changes_results(report.trials, report.original)
+    assert {k for k, _ in learned} == {"BLOCK", "BLOCK_N"}
+    # (Without it all 16 fail, and the warps are never tried: 14 of 16 failed so on the H200.)
+    assert sum(t.status == "mismatch" for t in report.trials) <= 11
+
+
 # --------------------------------------------------------------------------- per-shape and autotune edits
 
 def test_autotune_edit_imports_and_passes_the_originals_checks(tmp_path, runner):
@@ -434,11 +531,12 @@ def test_tune_picks_per_shape_writes_autotune_and_confirms(tmp_path, runner):
     assert last.candidate_files["k.py"] == report.source and last.options.trials >= 3
 
     # Constants: one config for all shapes; the confirmation decides what is offered.
-    report = tune(CostModelRunner(runner, cost), req, "sm_90", max_configs=6, trials_per_case=1, timed=True)
+    # (The descent gives each knob its share of a budget too small for all: 10 holds two rounds.)
+    report = tune(CostModelRunner(runner, cost), req, "sm_90", max_configs=10, trials_per_case=1, timed=True)
     assert report.improved and report.best["BLOCK"] == 1024  # (num_warps and the eviction hint cost nothing here)
     assert "BLOCK=1024" in report.source and report.best_speedup == pytest.approx(4.8 / 4.4)
     # A gain that does not survive a fresh measurement is not offered.
-    report = tune(CostModelRunner(runner, cost, noise_on_confirm=1.5), req, "sm_90", max_configs=4,
+    report = tune(CostModelRunner(runner, cost, noise_on_confirm=1.5), req, "sm_90", max_configs=10,
                   trials_per_case=1, timed=True)
     assert not report.improved and report.source is None and "on confirmation" in report.message
 

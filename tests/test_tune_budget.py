@@ -340,4 +340,6 @@ def test_a_batch_the_time_left_after_its_compile_screen_cannot_hold_is_not_start
     steps = [s["step"] for s in report.timeline]
     assert steps[:2] == ["screen", "batch"] and "batch" not in steps[2:], report.timeline
     assert report.tried == 2 and "cut short by the task budget" in report.message, report.message
-    assert took < 4.0 + 0.3, took
+    # (A config of the first batch that looked faster is confirmed: that gets its reserve.)
+    allowance = tuner.confirm_reserve(4.0, None) if report.confirmation is not None else 0.0
+    assert took < 4.0 + allowance + 0.3, (took, allowance)

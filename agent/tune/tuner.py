@@ -215,36 +215,97 @@ def _key(config: dict[str, int]) -> tuple:
     return tuple(sorted(config.items()))
 
 
+RESULT_NEUTRAL = frozenset({"num_warps", "num_stages", "num_ctas", "eviction_policy"})
+"""Search axes that change how fast a kernel runs, never what it computes: launch options and
+cache hints. Every other axis (block sizes, computed blocks, rows per program, dot precision)
+may change results, and a config that moves one is verified like any other."""
+
+
+def changes_results(trials, base: dict) -> set[tuple]:
+    """``(knob, value)`` pairs seen to change the kernel's results: a config that failed
+    verification (a mismatch) and differs from ``base`` (the original's config) or from a
+    verified config in that one knob alone among those that can change results. A pair that is
+    part of any verified config is never one. The search does not try such values again (a
+    block size the kernel's output depends on, as in a block-sparse attention whose block
+    tables are laid out per block, is then left as written)."""
+    verified = [t.config for t in trials if t.correct]
+    cleared = {(k, v) for c in verified for k, v in c.items()}
+    refs = [base] + verified
+    bad = set()
+    for t in trials:
+        if t.status != "mismatch":
+            continue
+        for ref in refs:
+            diff = [(k, v) for k, v in t.config.items() if k not in RESULT_NEUTRAL and ref.get(k) != v]
+            if len(diff) == 1 and diff[0] not in cleared:
+                bad.add(diff[0])
+                break
+    return bad
+
+
+def _hits(config: dict, bad: set) -> bool:
+    return any((k, v) in bad for k, v in config.items())
+
+
+def _moves(config: dict, base: dict) -> int:
+    """How many knobs that can change results ``config`` sets otherwise than ``base``."""
+    return sum(1 for k, v in config.items() if k not in RESULT_NEUTRAL and base.get(k) != v)
+
+
+def _nearest_first(values: list, current) -> list:
+    """An axis's values ordered by their distance (in the axis's order) from ``current``."""
+    at = values.index(current) if current in values else len(values) // 2
+    return sorted(values, key=lambda v: (abs(values.index(v) - at), values.index(v)))
+
+
 def coordinate_descent(axes: dict[str, list[int]], start: dict[str, int],
                        evaluate: Callable[[list[dict[str, int]]], list[Trial]], budget: int,
                        rounds: int = 3, feasible: Callable[[dict[str, int]], bool] = lambda c: True,
                        prior: tuple = (), start_speed: float = 1.0,
-                       skip: Callable[[dict[str, int]], bool] = lambda c: False) -> list[Trial]:
+                       skip: Callable[[dict[str, int]], bool] = lambda c: False,
+                       base: Optional[dict[str, int]] = None) -> list[Trial]:
     """Vary one knob at a time around the best verified config so far (each axis's values in
     one parallel batch), until a whole round brings nothing or the budget is spent. Each trial
     is scored by its measured speedup over the original. ``evaluate`` may return fewer trials
-    than configs (those it pruned unrun, which ``skip`` then names)."""
+    than configs (those it pruned unrun, which ``skip`` then names).
+
+    Where the budget cannot hold every axis's values in a round, each axis gets its share of
+    what is left, its values nearest the current one first, so that every knob is tried (a
+    kernel whose first knobs change its results would otherwise spend the budget on them and
+    never try its launch options); a round that left values out is followed by another. Values
+    seen to change results (``changes_results``, against ``base``, the original's config) are
+    not tried again."""
     done: dict[tuple, Trial] = {_key(t.config): t for t in prior}
     current, best_speed = dict(start), start_speed
+    base = dict(start if base is None else base)
     key = _key
 
-    for _ in range(rounds):
-        improved = False
-        for name in sorted(axes):
-            batch = [c for c in ({**current, name: v} for v in axes[name])
-                     if key(c) not in done and c != start and feasible(c) and not skip(c)]
-            batch = batch[:max(0, budget - len(done))]
+    for r in range(rounds + len(axes)):
+        improved = trimmed = ran = False
+        names = sorted(axes)
+        for i, name in enumerate(names):
+            bad = changes_results(done.values(), base)
+            batch = [c for c in ({**current, name: v} for v in _nearest_first(axes[name], current.get(name)))
+                     if key(c) not in done and c not in (start, base) and feasible(c) and not skip(c)
+                     and not _hits(c, bad)]
+            left = max(0, budget - len(done))
+            share = -(-left // (len(names) - i)) if left else 0  # ceil: the axes still to come get theirs
+            trimmed |= len(batch) > share
+            batch = batch[:share]
             if not batch:
                 continue
             for t in evaluate(batch):
                 done[key(t.config)] = t
+                ran = True
             row = [done[key({**current, name: v})] for v in axes[name] if key({**current, name: v}) in done]
             good = [t for t in row if t.timed_ok]
             if good:
                 pick = max(good, key=lambda t: t.speedup)
                 if beats(pick.speedup, pick.spread_pct, baseline=best_speed):
                     current, best_speed, improved = dict(pick.config), pick.speedup, True
-        if not improved or len(done) >= budget:
+        if not ran or len(done) >= budget:
+            break
+        if not trimmed and (not improved or r + 1 >= rounds):
             break
     return list(done.values())
 
@@ -791,6 +852,8 @@ class _Tuning:
                 run.append(cfg)
         run = self._fits_after_screen(run)
         t1 = time.monotonic()
+        if not run:
+            return []
         # A screened config's compile report is the screen's; the others are compiled as they run.
         results = self.runner.evaluate_many([
             self.request.with_candidate(self.render(cfg), trials=self.trials_per_case,
@@ -862,13 +925,16 @@ class _Tuning:
     def _explore_then_descend(self, seeds: list[dict[str, int]], max_configs: int, seed: int) -> None:
         """Explore first (the seeds, then a seeded sample up to half the budget: the knobs of a
         tiled kernel interact, which one-knob moves alone miss), then coordinate descent refines
-        from the best verified config found."""
+        from the best verified config found. Between batches, a sampled config holding a value
+        seen to change the kernel's results (``changes_results``) gives its place to the next
+        one of the seeded order that holds none (``_budgeted``)."""
         report, space, start = self.report, self.space, self.start
         report.seeds = len(seeds)
         n_sample = max(0, max_configs // 2 - len(seeds)) if len(space) > 2 * max_configs else 0
         rest = [c for c in space if c != start and c not in seeds]
-        explore = seeds[:max_configs] + random.Random(seed).sample(rest, min(n_sample, len(rest)))
-        explored = self._budgeted(explore) if explore else []
+        order = random.Random(seed).sample(rest, len(rest))
+        explore = seeds[:max_configs] + order[:n_sample]
+        explored = self._budgeted(explore, spare=order[n_sample:]) if explore else []
         best0 = choose(explored)
         if best0 is not None:
             start, speed0 = dict(best0.config), best0.speedup
@@ -876,13 +942,16 @@ class _Tuning:
             speed0 = 1.0
         # The descent returns the explored trials first, then its own.
         report.trials = coordinate_descent(self.axes, start, self._budgeted, max_configs, feasible=self.feasible,
-                                           prior=tuple(explored), start_speed=speed0,
+                                           prior=tuple(explored), start_speed=speed0, base=self.start,
                                            skip=lambda c: _key(c) in {_key(t.config) for t in report.screened})
+        learned = changes_results(report.trials, self.start)
         report.notes.append(
             f"searched {len(report.trials)} of {len(space)} configs: "
             + (f"{len(seeds)} known-good tile shapes for {self.backend}, " if seeds else "")
             + (f"a seeded sample of {n_sample}, " if n_sample else "")
-            + "then coordinate descent from " + ("the best of these" if best0 is not None else "the original"))
+            + "then coordinate descent from " + ("the best of these" if best0 is not None else "the original")
+            + (f"; values seen to change the kernel's results were not tried again: "
+               + ", ".join(f"{k}={v}" for k, v in sorted(learned, key=str)) if learned else ""))
 
     def _sample(self, seeds: list[dict[str, int]], max_configs: int, seed: int) -> None:
         report, space = self.report, self.space
@@ -913,20 +982,42 @@ class _Tuning:
         self.per_config_s: Optional[float] = None
         """Seconds of search per config, as measured so far (under a deadline)."""
 
-    def _budgeted(self, configs: list[dict[str, int]]) -> list[Trial]:
+    def _budgeted(self, configs: list[dict[str, int]], spare: Optional[list[dict[str, int]]] = None) -> list[Trial]:
         """``evaluate`` in batches, stopping before one when the time is spent or the best
-        verified config so far (or the original) is near the roofline. Returns the trials run."""
+        verified config so far (or the original) is near the roofline. Returns the trials run.
+        With ``spare`` (more configs, in order), a config still to run that holds a value seen to
+        change results is replaced by the next spare one that holds none; and once more of the
+        configs run have failed verification than passed it, by one that moves at most one knob
+        that can change results (so that its failure, if it fails, says which value was wrong)."""
         out: list[Trial] = []
-        i = 0
-        while i < len(configs):
+        pending = list(configs)
+        spare_at = 0
+        while pending:
             if self._stop_now():
                 break
-            size = self._batch_size(len(configs) - i)
+            if spare is not None and self.ran:
+                bad = changes_results(self.ran, self.start)
+                strict = sum(t.status == "mismatch" for t in self.ran) > sum(t.correct for t in self.ran)
+
+                def keep(c):
+                    return not _hits(c, bad) and (not strict or _moves(c, self.start) <= 1)
+
+                if bad or strict:
+                    kept = [c for c in pending if keep(c)]
+                    while len(kept) < len(pending) and spare_at < len(spare):
+                        c = spare[spare_at]
+                        spare_at += 1
+                        if keep(c) and c not in kept:
+                            kept.append(c)
+                    pending = kept
+                    if not pending:
+                        break
+            size = self._batch_size(len(pending))
             t0 = time.monotonic()
-            trials = self.evaluate(configs[i:i + size])
+            trials = self.evaluate(pending[:size])
             if self.search_deadline is not None and trials:
                 self.per_config_s = (time.monotonic() - t0) / len(trials)
-            i += size
+            pending = pending[size:]
             out += trials
             self.ran += trials
         return out

@@ -1,0 +1,56 @@
+"""The tuner's search on the CPU interpreter, as it searches on a GPU: which configs it runs and
+which of them fail verification (nothing is timed, so the descent never moves; the sample,
+what it learns from failures and the descent's spread over the knobs are what this shows).
+
+    python scripts/tune_search_cpu.py CHECKOUT TASKS_DIR OUT.json [--tasks a,b] [--max-configs 16]
+
+``CHECKOUT``: the GEAK checkout whose tuner runs (this one, or an older revision's worktree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkout")
+    ap.add_argument("tasks_dir")
+    ap.add_argument("out")
+    ap.add_argument("--tasks", default=None)
+    ap.add_argument("--max-configs", type=int, default=16)
+    ap.add_argument("--format", default="tritonbench")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(args.checkout).resolve()))
+    from agent.bench.tasks import load_suite
+    from agent.tune.tuner import tune
+    from runner.config import project_options
+    from runner.local import LocalRunner
+    from runner.source import find_project_root
+    tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks.split(",") if args.tasks else None)
+    opts = project_options(find_project_root(tasks[0].path))
+    opts.device, opts.trials = "interpreter", 1
+    runner = LocalRunner(workers=2, device="interpreter")
+    out = {}
+    try:
+        for t in tasks:
+            t0 = time.monotonic()
+            rep = tune(runner, t.request(opts), "sm_90", max_configs=args.max_configs, trials_per_case=1, timed=True)
+            trials = [{"config": x.config, "status": x.status} for x in rep.trials]
+            out[t.name] = {"s": round(time.monotonic() - t0, 1), "space": rep.space_size, "trials": trials,
+                           "notes": rep.notes, "message": rep.message}
+            print(f"{t.name}: {len(trials)} configs run of {rep.space_size}, "
+                  f"{sum(x['status'] == 'ok' for x in trials)} verified, "
+                  f"{sum(x['status'] == 'mismatch' for x in trials)} mismatched, {out[t.name]['s']} s", flush=True)
+    finally:
+        runner.close()
+    Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
