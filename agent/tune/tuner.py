@@ -991,27 +991,14 @@ class _Tuning:
         that can change results (so that its failure, if it fails, says which value was wrong)."""
         out: list[Trial] = []
         pending = list(configs)
-        spare_at = 0
+        spare_left = iter(spare) if spare is not None else None
         while pending:
             if self._stop_now():
                 break
-            if spare is not None and self.ran:
-                bad = changes_results(self.ran, self.start)
-                strict = sum(t.status == "mismatch" for t in self.ran) > sum(t.correct for t in self.ran)
-
-                def keep(c):
-                    return not _hits(c, bad) and (not strict or _moves(c, self.start) <= 1)
-
-                if bad or strict:
-                    kept = [c for c in pending if keep(c)]
-                    while len(kept) < len(pending) and spare_at < len(spare):
-                        c = spare[spare_at]
-                        spare_at += 1
-                        if keep(c) and c not in kept:
-                            kept.append(c)
-                    pending = kept
-                    if not pending:
-                        break
+            if spare_left is not None and self.ran:
+                pending = self._without_failing(pending, spare_left)
+                if not pending:
+                    break
             size = self._batch_size(len(pending))
             t0 = time.monotonic()
             trials = self.evaluate(pending[:size])
@@ -1021,6 +1008,24 @@ class _Tuning:
             out += trials
             self.ran += trials
         return out
+
+    def _without_failing(self, pending: list[dict], spare_left) -> list[dict]:
+        """``pending`` less the configs that the trials run so far say to leave (``_budgeted``),
+        each replaced by the next config of ``spare_left`` (an iterator) that is not to leave."""
+        bad = changes_results(self.ran, self.start)
+        strict = sum(t.status == "mismatch" for t in self.ran) > sum(t.correct for t in self.ran)
+
+        def keep(c):
+            return not _hits(c, bad) and (not strict or _moves(c, self.start) <= 1)
+
+        kept = [c for c in pending if keep(c)]
+        while len(kept) < len(pending):
+            c = next(spare_left, None)
+            if c is None:
+                break
+            if keep(c):
+                kept.append(c)
+        return kept
 
     def _batch_size(self, remaining: int) -> int:
         """The next batch's size. Under a deadline a batch must end before it: the first is what
