@@ -42,7 +42,13 @@ JSON says how long that took). The JSON names the code measured (a digest of ``a
 ``runner/``): ``--skip-done DIR...`` runs only the tasks earlier parts of the same code did not
 measure (unstarted, or cut by ``--wall``), and ``--merge DIR...`` puts the parts into one table,
 refusing parts of different code, settings or device. Writes DIR/tbg_tune_bench.json and
-DIR/tbg_tune_bench.md. Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
+DIR/tbg_tune_bench.md.
+
+On a machine of several GPUs, ``--gpus N`` runs the tasks on N of them at once: one harness per
+GPU (``CUDA_VISIBLE_DEVICES``), each with its own ``--workers`` and its tasks one at a time, so
+every task still has a GPU to itself. The tasks (after ``--skip-done`` and ``--first``) are dealt
+round the GPUs in their order; GPU I's part is DIR/gpuI (the same settings, so ``--merge`` and
+``--skip-done`` take the parts of every GPU alike), and its output is DIR/gpuI/run.log. Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
 timed, and the table says so.
 """
 
@@ -553,6 +559,15 @@ def tasks_main(args) -> int:
             return 0
     if args.first:
         tasks = tasks[:args.first]
+    if args.shard:
+        i, n = args.shard
+        tasks = tasks[i::n]
+        print(f"--shard {i}/{n}: {len(tasks)} task(s): {', '.join(t.name for t in tasks)}", file=sys.stderr,
+              flush=True)
+    if args.gpus > 1:
+        return on_gpus(args, len(tasks))
+    if not tasks:
+        return 0
     runnable = [t for t in tasks if not t.error]
     opts = project_options(find_project_root(runnable[0].path))
     opts.device, opts.trials = args.device, 3
@@ -610,6 +625,65 @@ def tasks_main(args) -> int:
     return 0
 
 
+def visible_gpus(n: int, device: str) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` value of each of ``n`` harnesses: the i-th GPU this process
+    sees (an index, or the i-th of its own ``CUDA_VISIBLE_DEVICES``). Raises SystemExit when the
+    machine has fewer. On the interpreter (a CPU test of the dealing) nothing is set."""
+    if device == "interpreter":
+        return [""] * n
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [x.strip() for x in seen.split(",") if x.strip()] if seen is not None else None
+    if ids is None:
+        import torch
+        ids = [str(i) for i in range(torch.cuda.device_count())]
+    if len(ids) < n:
+        raise SystemExit(f"--gpus {n}: this machine shows {len(ids)} GPU(s)"
+                         + (f" (CUDA_VISIBLE_DEVICES={seen})" if seen is not None else "")
+                         + f"; ask for at most {len(ids)}")
+    return ids[:n]
+
+
+def on_gpus(args, n_tasks: int) -> int:
+    """``--gpus N``: this harness again, once per GPU, each with ``--shard I/N`` and its own
+    ``--out DIR/gpuI`` (the last of an option given twice is the one argparse keeps), waited for.
+    Returns the worst of their exit codes."""
+    ids = visible_gpus(args.gpus, args.device)[:n_tasks]  # no GPU left without a task
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not ids:
+        print(f"--gpus {args.gpus}: nothing to run", file=sys.stderr)
+        return 0
+    procs = []
+    for i, gpu in enumerate(ids):
+        d = out / f"gpu{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        if gpu:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:],
+               "--gpus", "1", "--shard", f"{i}/{len(ids)}", "--out", str(d)]
+        log = open(d / "run.log", "w")
+        procs.append((i, gpu, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+    worst = 0
+    for i, gpu, p, log in procs:
+        rc = p.wait()
+        log.close()
+        worst = max(worst, rc)
+        print(f"gpu{i}" + (f" (CUDA_VISIBLE_DEVICES={gpu})" if gpu else "") + f": exit {rc}; its part and log "
+              f"are in {out / f'gpu{i}'}", file=sys.stderr, flush=True)
+    return worst
+
+
+def shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give I/N, as 0/4") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be at least 0 and less than N")
+    return i, n
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -634,6 +708,12 @@ def main() -> int:
     ap.add_argument("--merge", nargs="+", metavar="DIR",
                     help="put the tables of runs made apart (their --out folders) into one, in --out")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "interpreter"])
+    ap.add_argument("--gpus", type=int, default=1, metavar="N",
+                    help="with --tasks-dir: run the tasks on N GPUs of this machine at once, one harness per GPU "
+                         "(each task still alone on its GPU); parts in --out/gpuI")
+    ap.add_argument("--shard", type=shard, metavar="I/N",
+                    help="with --tasks-dir: only every N-th task from the I-th (0-based), after --skip-done and "
+                         "--first (what --gpus gives each GPU)")
     ap.add_argument("--arch", default=None, help="with --tasks-dir: target arch (default: the runner's GPU)")
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--workers", type=int, default=4)
@@ -643,6 +723,8 @@ def main() -> int:
     ap.add_argument("--triton-same", action="store_true",
                     help="also run @triton.autotune over exactly the configs geak's search ran")
     args = ap.parse_args()
+    if args.gpus < 1 or (args.gpus > 1 and args.shard):
+        ap.error("--gpus takes a number of at least 1, and is not given with --shard (it deals the shards itself)")
     if args.merge:
         return merge_main(args)
     if args.tasks_dir:

@@ -119,3 +119,40 @@ def test_workers_start_before_the_first_task_and_the_part_says_so(tmp_path):
     (row,) = table["rows"]
     assert row["task"] == "scaled_add" and row["original_s"] is not None, row
     assert "started before the first task, in " in (out / "tbg_tune_bench.md").read_text()
+
+
+def test_gpus_deal_the_tasks_round_the_gpus_in_their_order_and_the_parts_merge(bench, tmp_path):
+    # --gpus N runs one harness per GPU, each task alone on its GPU: every task in exactly one
+    # part, dealt in the seeded order, and the parts merge into one table (same settings).
+    # On the interpreter the dealing is what runs; CUDA_VISIBLE_DEVICES is set only on a GPU.
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    src = (FIXTURES / "scaled_add.py").read_text()
+    for name in ("add_a", "add_b", "add_c"):
+        (tasks / f"{name}.py").write_text(f"# {name}\n" + src.replace("scaled_add", name))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--tasks-dir", str(tasks), "--order", "3",
+                        "--device", "interpreter", "--skip-triton", "--workers", "1", "--max-configs", "2",
+                        "--task-budget", "20", "--wall", "200", "--gpus", "2"], capture_output=True, text=True,
+                       timeout=400)
+    assert r.returncode == 0, r.stderr[-2000:]
+    order = [t.name for t in bench.select(bench_tasks(tasks), None, 3)]
+    parts = {i: json.loads((out / f"gpu{i}" / "tbg_tune_bench.json").read_text()) for i in (0, 1)}
+    assert [row["task"] for row in parts[0]["rows"]] == sorted(order[0::2])
+    assert [row["task"] for row in parts[1]["rows"]] == sorted(order[1::2])
+    assert f"--shard 1/2: 1 task(s): {order[1]}" in (out / "gpu1" / "run.log").read_text()
+    assert parts[0]["settings"] == parts[1]["settings"] and "gpu1: exit 0" in r.stderr
+    assert {row["task"] for row in bench.merge_parts(list(parts.values()))} == set(order)
+
+
+def bench_tasks(folder):
+    from agent.bench.tasks import load_suite
+    return load_suite(folder, "auto", None)[0]
+
+
+def test_gpus_are_refused_past_what_the_machine_shows(bench, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert bench.visible_gpus(2, "cuda") == ["2", "5"]
+    with pytest.raises(SystemExit, match=r"--gpus 3: this machine shows 2 GPU\(s\) \(CUDA_VISIBLE_DEVICES=2,5\); "
+                                         r"ask for at most 2"):
+        bench.visible_gpus(3, "cuda")
