@@ -38,7 +38,7 @@ def main() -> int:
     from runner.config import project_options
     from runner.local import LocalRunner
     from runner.source import find_project_root
-    tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks.split(",") if args.tasks else None)
+    tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
     tasks = [t for t in tasks if t.name not in set(args.exclude.split(","))]
     opts = project_options(find_project_root(tasks[0].path))
     opts.device, opts.trials = "interpreter", 1

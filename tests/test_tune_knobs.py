@@ -179,7 +179,7 @@ def test_eviction_hints_are_rendered_where_loads_are_reused_or_streamed_and_veri
             return [torch.randn(4, 100, device="cuda"), torch.randn(100, device="cuda")]
     ''')
     kdef = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "center_kernel")
-    (rw,) = kernel_rewrites(kdef, "cuda", "sm_90")
+    (rw,) = kernel_rewrites(src, kdef, "cuda", "sm_90")
     # x is loaded twice (reused); b already says what it wants and is left alone.
     assert rw.name == "eviction_policy" and rw.values == ["as written", "reused: evict_last"]
     (site,) = find_launch_sites(src, "center")
@@ -196,6 +196,57 @@ def test_eviction_hints_are_rendered_where_loads_are_reused_or_streamed_and_veri
     t = _Tuning(runner, req, "sm_90", 1)
     assert t.find_launch(None) and t.build_space()
     assert {c["eviction_policy"] for c in t.space} == {"as written", "reused: evict_last"}
+
+
+
+WRAPPED = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather_kernel(out_ptr, src_ptr, idx_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rows = tl.load(idx_ptr + offs, mask=(offs < n))
+    x = tl.load(
+        src_ptr + rows,
+        mask=((offs < n)),  # a comment, then the call's own parenthesis
+    )
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+def gather(src, idx):
+    out = torch.empty(idx.shape, dtype=src.dtype, device=src.device)
+    gather_kernel[(triton.cdiv(idx.numel(), 64),)](out, src, idx, (idx.numel()), BLOCK=(64))
+    return out
+
+
+def get_inputs():
+    return [torch.randn(300, device="cuda"), torch.randint(0, 300, (200,), device="cuda")]
+"""
+
+
+def test_a_hint_or_launch_option_after_a_parenthesized_argument_goes_after_its_parentheses(tmp_path, runner):
+    # TritonBench-G's index_select_cat loads with ``mask=(indices < num_indices)``: the node ends
+    # before its ")", and the eviction hint was written inside, a syntax error on every config
+    # that carried it. Launch options and a keyword's span end the same way.
+    kdef = next(n for n in ast.parse(WRAPPED).body if isinstance(n, ast.FunctionDef))
+    (site,) = find_launch_sites(WRAPPED, "gather")
+    site.rewrites = kernel_rewrites(WRAPPED, kdef, "cuda", "sm_90")
+    assert [rw.values for rw in site.rewrites] == [["as written", "streamed: evict_first"]]
+    new = render_config(WRAPPED, site, {"eviction_policy": "streamed: evict_first", "num_warps": 2,
+                                        "num_stages": 3, "BLOCK": 128})
+    tree = ast.parse(new)  # raised SyntaxError before
+    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.load"]
+    assert [kw.value.value for n in loads for kw in n.keywords if kw.arg == "eviction_policy"] == \
+        ["evict_first", "evict_first"]
+    (launch,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)]
+    assert {kw.arg: ast.unparse(kw.value) for kw in launch.keywords} == \
+        {"BLOCK": "128", "num_warps": "2", "num_stages": "3"}
+    p = Project(tmp_path).write("g.py", WRAPPED).write("tuned.py", new)
+    r = p.evaluate(runner, "g.py::gather", "tuned.py::gather", trials=1)
+    assert r.status == "ok" and r.correct, r.message
 
 
 DOT = '''
@@ -219,14 +270,14 @@ def matmul(a, b, c):
 def test_dot_precision_and_num_ctas_only_where_the_backend_allows():
     from runner.schema import EvalRequest, Target
     kdef = next(n for n in ast.parse(DOT).body if isinstance(n, ast.FunctionDef))
-    rws = {rw.name: rw for rw in kernel_rewrites(kdef, "cuda", "sm_90")}
+    rws = {rw.name: rw for rw in kernel_rewrites(DOT, kdef, "cuda", "sm_90")}
     assert rws["input_precision"].values == ["as written", "tf32x3", "tf32"]
-    assert [rw.name for rw in kernel_rewrites(kdef, "rocm", "gfx942") if rw.name == "input_precision"] == \
+    assert [rw.name for rw in kernel_rewrites(DOT, kdef, "rocm", "gfx942") if rw.name == "input_precision"] == \
         ["input_precision"]
-    assert not [rw for rw in kernel_rewrites(kdef, "rocm", "gfx90a") if rw.name == "input_precision"]
-    default = ast.parse(DOT.replace(', input_precision="ieee"', "")).body
-    kdef = next(n for n in default if isinstance(n, ast.FunctionDef))
-    assert not [rw for rw in kernel_rewrites(kdef, "cuda", "sm_90") if rw.name == "input_precision"]
+    assert not [rw for rw in kernel_rewrites(DOT, kdef, "rocm", "gfx90a") if rw.name == "input_precision"]
+    plain = DOT.replace(', input_precision="ieee"', "")
+    kdef = next(n for n in ast.parse(plain).body if isinstance(n, ast.FunctionDef))
+    assert not [rw for rw in kernel_rewrites(plain, kdef, "cuda", "sm_90") if rw.name == "input_precision"]
 
     req = EvalRequest(target=Target("mm.py", "matmul"), files={"mm.py": DOT})
     axes = {}
@@ -296,7 +347,7 @@ def test_rows_per_program_runs_each_row_as_its_own_program_did_and_is_verified(t
     (site,) = find_launch_sites(SOFTMAX_ROWS, "softmax")
     rw = rows_rewrite(SOFTMAX_ROWS, kdef, site)
     assert rw is not None and rw.values == ["as written", "2 per program", "4 per program", "8 per program"]
-    site.rewrites = kernel_rewrites(kdef, "cuda", "sm_90") + [rw]
+    site.rewrites = kernel_rewrites(SOFTMAX_ROWS, kdef, "cuda", "sm_90") + [rw]
     p = Project(tmp_path).write("s.py", SOFTMAX_ROWS)
     for r in ("2", "8"):
         new = render_config(SOFTMAX_ROWS, site, {"rows_per_program": f"{r} per program", "num_warps": 2,

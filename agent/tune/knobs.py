@@ -231,7 +231,7 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
     for j, kw in enumerate(node.keywords):
         before = node.keywords[j - 1].value if j else (node.args[-1] if node.args else None)
         if before is not None:
-            previous_end[id(kw)] = (before.end_lineno, before.end_col_offset)
+            previous_end[id(kw)] = end_of_arg(text, before, node)
     for kw in node.keywords:
         if kw.arg is None or not (kw.arg in consts or kw.arg in LAUNCH_OPTIONS):
             continue
@@ -268,7 +268,7 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
         site.knobs.append(knob)
     last = node.args[-1] if node.args and not node.keywords else (node.keywords[-1].value if node.keywords else None)
     if last is not None:
-        site.insert_at = (last.end_lineno, last.end_col_offset)
+        site.insert_at = end_of_arg(text, last, node)
     site.exprs += heuristic_knobs(text, kdef, {ek.name for ek in site.exprs} | {k.name for k in site.knobs})
     return site
 
@@ -579,6 +579,33 @@ def _slice(text: str, span: Span) -> str:
     a = _offset(lines, span[0], span[1])
     b = _offset(lines, span[2], span[3])
     return "".join(lines)[a:b]
+
+
+def end_of_arg(text: str, arg: ast.AST, call: ast.Call) -> tuple[int, int]:
+    """Where argument ``arg`` of ``call`` ends, as an ast position, past the parentheses that
+    wrap it (``mask=(i < n)``: the node ends before its ``)``, and a keyword inserted there would
+    land inside them, ``mask=(i < n, eviction_policy=...)``). What follows an argument, up to the
+    next comma or the call's own closing parenthesis, is only such parentheses, spaces, line
+    continuations and comments."""
+    lines = text.splitlines(keepends=True)
+    flat = "".join(lines)
+    at = end = _offset(lines, arg.end_lineno, arg.end_col_offset)
+    close = _offset(lines, call.end_lineno, call.end_col_offset) - 1  # the call's own ")"
+    while at < close:
+        c = flat[at]
+        if c == "#":
+            nl = flat.find("\n", at)
+            at = close if nl < 0 else nl
+        elif c.isspace() or c == "\\":
+            at += 1
+        elif c == ")":
+            at += 1
+            end = at
+        else:
+            break
+    line = flat.count("\n", 0, end) + 1
+    start = flat.rfind("\n", 0, end) + 1
+    return line, len(flat[start:end].encode("utf-8"))
 
 
 def _offset(lines: list[str], line: int, col: int) -> int:

@@ -34,7 +34,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .knobs import Span, _span
+from .knobs import Span, _span, end_of_arg
 
 TF32_ARCHS_ROCM = ("gfx942", "gfx950")
 """AMD archs whose ``tl.dot`` takes ``input_precision="tf32"`` (CDNA3 and later)."""
@@ -143,9 +143,9 @@ def _bound(stmt: ast.AST) -> set[str]:
     return {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
 
 
-def kernel_rewrites(kdef: ast.FunctionDef, backend: str, arch: str) -> list[Rewrite]:
+def kernel_rewrites(text: str, kdef: ast.FunctionDef, backend: str, arch: str) -> list[Rewrite]:
     """The rewrites that apply to this kernel on this backend (none where the pattern is absent)."""
-    return [rw for rw in (eviction_rewrite(kdef), precision_rewrite(kdef, backend, arch)) if rw is not None]
+    return [rw for rw in (eviction_rewrite(text, kdef), precision_rewrite(kdef, backend, arch)) if rw is not None]
 
 
 def _is_tl_call(node: ast.AST, name: str) -> bool:
@@ -153,9 +153,9 @@ def _is_tl_call(node: ast.AST, name: str) -> bool:
             and isinstance(node.func.value, ast.Name) and node.func.value.id in ("tl", "triton.language"))
 
 
-def _end_of_args(call: ast.Call) -> tuple[int, int]:
+def _end_of_args(text: str, call: ast.Call) -> tuple[int, int]:
     last = max([*call.args, *(kw.value for kw in call.keywords)], key=lambda n: (n.end_lineno, n.end_col_offset))
-    return (last.end_lineno, last.end_col_offset)
+    return end_of_arg(text, last, call)
 
 
 def _base(load: ast.Call, params: list[str]) -> str:
@@ -166,7 +166,7 @@ def _base(load: ast.Call, params: list[str]) -> str:
     return names[0] if names else ast.unparse(load.args[0])
 
 
-def eviction_rewrite(kdef: ast.FunctionDef) -> Rewrite | None:
+def eviction_rewrite(text: str, kdef: ast.FunctionDef) -> Rewrite | None:
     params = [a.arg for a in kdef.args.args]
     in_dot_loop: set[int] = set()
     for loop in (n for n in ast.walk(kdef) if isinstance(n, (ast.For, ast.While))):
@@ -181,7 +181,7 @@ def eviction_rewrite(kdef: ast.FunctionDef) -> Rewrite | None:
     streamed = [n for n in free if n not in reused]
 
     def hint(nodes, policy):
-        return {_end_of_args(n): f', eviction_policy="{policy}"' for n in nodes}
+        return {_end_of_args(text, n): f', eviction_policy="{policy}"' for n in nodes}
 
     rw = Rewrite("eviction_policy", "as written", {"as written": ({}, {})})
     if streamed:

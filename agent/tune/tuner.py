@@ -781,7 +781,7 @@ class _Tuning:
         kdef = next((n for n in ast.parse(self.text).body if isinstance(n, ast.FunctionDef) and n.name == site.kernel),
                     None)
         if kdef is not None:
-            site.rewrites = kernel_rewrites(kdef, self.backend, self.arch)
+            site.rewrites = kernel_rewrites(self.text, kdef, self.backend, self.arch)
             rows = rows_rewrite(self.text, kdef, site)
             if rows is not None:
                 site.rewrites.append(rows)
