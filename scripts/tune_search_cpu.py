@@ -72,7 +72,8 @@ def main() -> int:
                 Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
             trials = [{"config": x.config, "status": x.status} for x in rep.trials]
             out[t.name] = {"s": round(time.monotonic() - t0, 1), "space": rep.space_size, "trials": trials,
-                           "notes": rep.notes, "message": rep.message, "stopped": rep.stopped}
+                           "notes": rep.notes, "message": rep.message, "stopped": rep.stopped,
+                           "screened": [{"config": x.config, "why": x.pruned} for x in rep.screened]}
             print(f"{t.name}: {len(trials)} configs run of {rep.space_size}, "
                   f"{sum(x['status'] == 'ok' for x in trials)} verified, "
                   f"{sum(x['status'] == 'mismatch' for x in trials)} mismatched, {out[t.name]['s']} s", flush=True)
