@@ -48,7 +48,9 @@ On a machine of several GPUs, ``--gpus N`` runs the tasks on N of them at once: 
 GPU (``CUDA_VISIBLE_DEVICES``), each with its own ``--workers`` and its tasks one at a time, so
 every task still has a GPU to itself. The tasks (after ``--skip-done`` and ``--first``) are dealt
 round the GPUs in their order; GPU I's part is DIR/gpuI (the same settings, so ``--merge`` and
-``--skip-done`` take the parts of every GPU alike), and its output is DIR/gpuI/run.log. Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
+``--skip-done`` take the parts of every GPU alike), and its output is DIR/gpuI/run.log.
+
+Runs on a CPU too (the Triton interpreter): every config is verified there, but nothing is
 timed, and the table says so.
 """
 

@@ -46,41 +46,41 @@ def main() -> int:
     out = {}
     try:
         for t in tasks:
-            t0 = time.monotonic()
-            if t.error:
-                out[t.name] = {"error": f"not loaded: {t.error}"}
-                continue
-            try:
-                req = t.request(opts)
-                deadline = original = None
-                if args.budget:
-                    deadline = Deadline.after(args.budget, "task budget")
-                    original = runner.evaluate(req)
-                    if not original.correct:
-                        out[t.name] = {"s": round(time.monotonic() - t0, 1),
-                                       "original": f"{original.status}: {original.message[:200]}"}
-                        print(f"{t.name}: the original fails its own check ({original.status})", flush=True)
-                        continue
-                rep = tune(runner, req, "sm_90", max_configs=args.max_configs, trials_per_case=1, timed=True,
-                           deadline=deadline, original=original)
-            except Exception:
-                import traceback
-                out[t.name] = {"s": round(time.monotonic() - t0, 1), "error": traceback.format_exc()}
-                print(f"{t.name}: TUNER RAISED\n{traceback.format_exc()}", flush=True)
-                continue
-            finally:
-                Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
-            trials = [{"config": x.config, "status": x.status} for x in rep.trials]
-            out[t.name] = {"s": round(time.monotonic() - t0, 1), "space": rep.space_size, "trials": trials,
-                           "notes": rep.notes, "message": rep.message, "stopped": rep.stopped,
-                           "screened": [{"config": x.config, "why": x.pruned} for x in rep.screened]}
-            print(f"{t.name}: {len(trials)} configs run of {rep.space_size}, "
-                  f"{sum(x['status'] == 'ok' for x in trials)} verified, "
-                  f"{sum(x['status'] == 'mismatch' for x in trials)} mismatched, {out[t.name]['s']} s", flush=True)
+            out[t.name] = one(t, runner, opts, args, tune, Deadline)
+            Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
     finally:
         runner.close()
-    Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
     return 0
+
+
+def one(t, runner, opts, args, tune, Deadline) -> dict:
+    """One task's search, as a JSON-able record (what it ran, or why it could not)."""
+    t0 = time.monotonic()
+    if t.error:
+        return {"error": f"not loaded: {t.error}"}
+    try:
+        req = t.request(opts)
+        deadline = original = None
+        if args.budget:
+            deadline = Deadline.after(args.budget, "task budget")
+            original = runner.evaluate(req)
+            if not original.correct:
+                print(f"{t.name}: the original fails its own check ({original.status})", flush=True)
+                return {"s": round(time.monotonic() - t0, 1), "original": f"{original.status}: {original.message[:200]}"}
+        rep = tune(runner, req, "sm_90", max_configs=args.max_configs, trials_per_case=1, timed=True,
+                   deadline=deadline, original=original)
+    except Exception:
+        import traceback
+        print(f"{t.name}: TUNER RAISED\n{traceback.format_exc()}", flush=True)
+        return {"s": round(time.monotonic() - t0, 1), "error": traceback.format_exc()}
+    trials = [{"config": x.config, "status": x.status} for x in rep.trials]
+    row = {"s": round(time.monotonic() - t0, 1), "space": rep.space_size, "trials": trials,
+           "notes": rep.notes, "message": rep.message, "stopped": rep.stopped,
+           "screened": [{"config": x.config, "why": x.pruned} for x in rep.screened]}
+    print(f"{t.name}: {len(trials)} configs run of {rep.space_size}, "
+          f"{sum(x['status'] == 'ok' for x in trials)} verified, "
+          f"{sum(x['status'] == 'mismatch' for x in trials)} mismatched, {row['s']} s", flush=True)
+    return row
 
 
 if __name__ == "__main__":
