@@ -52,6 +52,17 @@ def _costs(k: Optional[KernelResources], unknown: str = "-") -> tuple[str, str, 
 # --------------------------------------------------------------------------- geak eval
 
 
+def sandbox_warning(result: Optional[EvalResult]) -> Optional[str]:
+    """One warning when the runner could not confine evaluated code (its self-test at start
+    said so in ``result.sandbox``); None where it could, or where nothing is known."""
+    fs = (result.sandbox or {}).get("filesystem", "") if result is not None else ""
+    if not fs.startswith("NOT confined"):
+        return None
+    return ("warning: this runner does not sandbox evaluated code — " + fs + ". A candidate can change "
+            "files on the runner's host and so its own and later verdicts. Run on a host with user "
+            "namespaces (docs/evaluator.md, \"Processes\").")
+
+
 def render_eval(result: EvalResult, target: str, candidate: Optional[str]) -> str:
     head = f"geak eval  {target}" + (f"  vs  {candidate}" if candidate else "  (against itself)")
     lines = [head]

@@ -70,6 +70,10 @@ def add_serve_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
     s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     s.add_argument("-v", "--verbose", action="store_true", help="log each job")
+    s.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="serve even where the sandbox's self-test fails (no user or mount namespaces): "
+                        "every token holder's code can then change this host's files; only on a machine "
+                        "you can throw away")
 
 
 def cmd_serve(args) -> int:
@@ -110,6 +114,11 @@ def cmd_info(args) -> int:
     else:
         peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
         print(f"{d}{peak}; torch {d.torch}, triton {d.triton}")
+        for key in ("filesystem", "runner_state", "user_namespaces"):
+            if d.sandbox.get(key):
+                print(f"  sandbox {key.replace('_', ' ')}: {d.sandbox[key]}")
+        if not d.sandbox:
+            print("  sandbox: not reported (a runner older than its self-test)")
         for a in actors:  # a Ray cluster: one line per actor
             print(f"  actor {a['index']}: {a['state']}" + (f", {a['device'] or a['error']}"
                                                              if a['device'] or a['error'] else "")

@@ -28,6 +28,7 @@ import queue
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,14 @@ MAX_LINE = 64 << 20  # a message longer than this from a worker is a protocol vi
 REFERENCE_USES = 100  # evaluations one reference worker may serve
 REST_WAIT_S = 15.0  # the longest an evaluation waits for its reference worker to finish resting
 POOL_PREFIX = "geak-pool-"
+# Environment variables that never reach a worker (with every *_API_KEY, *_TOKEN, *_SECRET).
+SECRET_ENV = {"GEAK_RUNNER_TOKEN", "RAY_AUTH_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
+              "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "GITHUB_TOKEN"}
+# What the two sides of an evaluation hand each other through their exchange directories
+# (``Session.relay``): the reference's inputs, timing inputs and autotune choices, and the
+# candidate's outputs. Nothing else crosses.
+FROM_REFERENCE = ("in-", "time-", "autotune.json")
+FROM_CANDIDATE = ("out-",)
 
 
 class RWLock:
@@ -170,6 +179,10 @@ class Job:
         self.scratch = os.path.join(pool.root, os.urandom(12).hex())
         os.mkdir(self.scratch, 0o700)
         self.sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Every message carries its sender's pid, checked by the kernel (SCM_CREDENTIALS): a
+        # reply counts only from the worker's own process (see _read_out).
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sender: Optional[int] = None  # the worker's pid, from its first message
         err_r, err_w = os.pipe()
         self.child_fds = (child_sock, err_w)
         self.err = os.fdopen(err_r, "rb", buffering=0)
@@ -205,19 +218,40 @@ class Job:
     # ----------------------------------------------------------------- pipes
 
     def _read_out(self):
-        f = self.sock.makefile("rb")
+        """Messages from the worker, one JSON line each. The kernel says which process sent each
+        piece (it never joins the data of two senders in one read): the first message (the
+        worker's hello) fixes the worker's pid, and data from any other process — a child or an
+        orphan of the job holding a copy of the socket — ends the job as a protocol violation."""
+        buf = bytearray()
+        creds = socket.CMSG_SPACE(struct.calcsize("iII"))
         try:
             while True:
-                raw = f.readline(MAX_LINE)
-                if not raw:
+                data, anc, _, _ = self.sock.recvmsg(1 << 20, creds)
+                if not data:
                     break
-                if not raw.endswith(b"\n") and len(raw) >= MAX_LINE:
+                pid = next((struct.unpack("iII", d[:12])[0] for lvl, typ, d in anc
+                            if lvl == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS), None)
+                if self.sender is None:
+                    self.sender = pid
+                elif pid != self.sender:
+                    self.kill("protocol", f"a message on the worker's channel came from another process (pid "
+                                          f"{pid}, the worker is {self.sender}): something the code started "
+                                          "tried to answer for the worker")
+                    break
+                buf += data
+                while True:
+                    end = buf.find(b"\n")
+                    if end < 0:
+                        break
+                    raw = bytes(buf[:end])
+                    del buf[:end + 1]
+                    try:
+                        self.messages.put(json.loads(raw))
+                    except ValueError:
+                        self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
+                if len(buf) >= MAX_LINE:
                     self.kill("protocol", "the worker sent a message of more than 64 MB")
                     break
-                try:
-                    self.messages.put(json.loads(raw))
-                except ValueError:
-                    self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
         except (OSError, ValueError):
             pass
         self.messages.put(None)
@@ -463,6 +497,9 @@ class ForkServer:
             ev = msg.get("event")
             if ev in ("ready", "fatal"):
                 self.info = msg
+                if ev == "ready":
+                    self.pool.sandbox_facts = dict(msg.get("sandbox") or {})
+                    self.pool.confined = bool(msg.get("confined"))
                 self.ready.set()
             elif ev == "spawned":
                 job = self.pool._jobs.get(msg.get("job"))
@@ -518,11 +555,13 @@ class ForkServer:
 # --------------------------------------------------------------------------- the pool
 
 
-def promote_compiles(job: "Job", shared: str) -> None:
-    """A reference worker's compiled kernels join the shared compile layer (runner.tcache)."""
+def promote_compiles(job: "Job", shared: str, layer: str) -> None:
+    """A worker's compiled kernels join a layer of the shared compile cache (runner.tcache):
+    its reference's (``layer``: the reference digest), or the warm-up's (``tcache.WARM``),
+    which only takes what a worker compiled before any user code ran there."""
     from .tcache import promote
-    if job.clean:
-        promote(os.path.join(job.scratch, ".triton"), shared)
+    if job.clean and layer and "/" not in layer:
+        promote(os.path.join(job.scratch, ".triton"), os.path.join(shared, layer))
 
 
 def effective_limits(asked: Optional[Limits], ceiling: Optional[Limits]) -> Limits:
@@ -585,7 +624,8 @@ def _remove_root(path: str) -> None:
 class WorkerPool:
     def __init__(self, size: int = 2, device: str = "auto", python: Optional[str] = None,
                  env: Optional[dict] = None, start_timeout: float = 180.0, isolate_network: bool = True,
-                 spares: Optional[int] = None, max_limits: Optional[Limits] = None):
+                 spares: Optional[int] = None, max_limits: Optional[Limits] = None,
+                 hide: tuple[str, ...] = ()):
         self.size = max(1, size)
         self.device = device
         self.python = python or sys.executable
@@ -594,6 +634,10 @@ class WorkerPool:
         self.isolate = isolate_network
         self.target_spares = spares if spares is not None else self.size
         self.max_limits = max_limits  # the runner's ceilings (a daemon's); None: the request's own
+        # What no job may see besides the pool's root: a daemon's state directory and token file.
+        self.hide = tuple(os.path.abspath(h) for h in hide if h)
+        self.sandbox_facts: dict[str, str] = {}  # the fork server's self-test, in words
+        self.confined: Optional[bool] = None  # whether jobs get the sandbox's view of the files
         sweep_stale_roots()
         self.root = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
         self._cond = threading.Condition()
@@ -632,7 +676,13 @@ class WorkerPool:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         env["GEAK_TRITON_SHARED_CACHE"] = self.compile_cache
+        env["GEAK_POOL_ROOT"] = self.root
+        env["GEAK_SANDBOX_HIDE"] = os.pathsep.join(self.hide)
+        env["GEAK_SANDBOX_TMP_MB"] = str((self.max_limits or Limits()).memory_mb)
         env.pop("TRITON_INTERPRET", None)  # the fork server decides, from the device it finds
+        for name in list(env):  # the runner's secrets are not the job's to read
+            if name in SECRET_ENV or name.endswith(("_API_KEY", "_TOKEN", "_SECRET")):
+                del env[name]
         return env
 
     def _forget(self, job: Job) -> None:
@@ -697,6 +747,7 @@ class WorkerPool:
                     raise PoolError(f"a worker could not start: {why}\n{tail}".rstrip())
                 if m.get("event") == "hello":
                     job.device = from_dict(DeviceInfo, m["device"])
+                    job.device.sandbox = dict(self.sandbox_facts)
                     job.facts = dict(m.get("sandbox") or {})
                     job.pid = job.find_worker()
                     pid = job.worker_pid()
@@ -704,7 +755,8 @@ class WorkerPool:
                     with self._cond:
                         self._info = self._info or job.device
                     if job.device.is_gpu:  # no user code has run there yet: its warm-up's compiles
-                        promote_compiles(job, self.compile_cache)  # spare the next spares theirs
+                        from .tcache import WARM  # (not at the top: it imports triton where it can)
+                        promote_compiles(job, self.compile_cache, WARM)  # spare the next spares theirs
                     return job
         except BaseException:
             job.close()
@@ -872,7 +924,7 @@ class WorkerPool:
                 limit, keeper = j.memory_limit_mb, j.keeper
                 if not limit or not keeper:
                     continue
-                mb = sandbox.memory_mb(sandbox.descendants(keeper, table))
+                mb = sandbox.job_memory_mb(keeper, sandbox.descendants(keeper, table))
                 if mb > limit:
                     j.kill("host_oom", f"used {mb:.0f} MB of host memory (limit {limit:.0f} MB, "
                                        f"counted over all its processes)")
@@ -908,16 +960,20 @@ class WorkerPool:
             req.options.limits = effective_limits(req.options.limits, self.max_limits)
             lim = req.options.limits
             ref.wait_until = cand.wait_until = t0 + min(lim.wait_s, lim.total_s)
-            xdir = os.path.join(self.root, "x-" + os.urandom(12).hex())
-            os.mkdir(xdir, 0o700)
+            # Each side has an exchange directory in its own scratch (the only place it can
+            # write); the session moves what one side hands the other (Session.relay).
+            name = "x-" + os.urandom(12).hex()
+            xdirs = (os.path.join(ref.scratch, name), os.path.join(cand.scratch, name))
+            for d in xdirs:
+                os.mkdir(d, 0o700)
             try:
-                result = Session(self, req, ref, cand, xdir, started=t0).run()
+                result = Session(self, req, ref, cand, xdirs, started=t0).run()
             finally:
                 if req.candidate is None:  # the target against itself: no candidate code ran there
-                    promote_compiles(cand, self.compile_cache)
+                    promote_compiles(cand, self.compile_cache, ref.digest)
                 cand.close()
+                shutil.rmtree(xdirs[0], ignore_errors=True)
                 self._return_reference(ref)
-                shutil.rmtree(xdir, ignore_errors=True)
             result.duration_s = round(time.monotonic() - t0, 3)
             if slot_s > 0.001:
                 result.phases["slot_wait"] = round(slot_s, 3)

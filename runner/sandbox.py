@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 import signal
 import time
@@ -118,40 +119,191 @@ def pid_namespace_works() -> bool:
 
 
 def _unshare(flags: int) -> Optional[str]:
-    """unshare(flags), as root or inside a new user namespace mapping this user to itself.
-    Returns "root" | "user" (how it was done), or None."""
+    """unshare(flags) inside a new user namespace that maps this user to itself, so that even a
+    runner started as root is no one special outside the job (its capabilities there reach
+    nothing of the host); plain ``unshare`` as root only where the kernel refuses user
+    namespaces. Returns "user" | "root" (how it was done), or None."""
     uid, gid = os.getuid(), os.getgid()
-    if libc().unshare(flags) == 0:
-        return "root"
-    if ctypes.get_errno() not in (errno.EPERM, errno.EINVAL, errno.ENOSPC, errno.EUSERS):
-        return None
     if libc().unshare(CLONE_NEWUSER | flags) == 0:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
         _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
         return "user"
+    if libc().unshare(flags) == 0:
+        return "root"
     return None
 
 
 def enter_namespaces(pid: bool = True, net: bool = True) -> dict[str, str]:
-    """Give the calling process (the keeper) new PID (for its children, with a mount namespace
-    for their own /proc) and network namespaces.
+    """Give the calling process (the keeper) new user, mount (for the confined view of the
+    files, ``confine``), PID (for its children, with their own /proc) and network namespaces.
 
-    Returns what holds: ``{"pid": "own namespace" | "shared", "net": ...}``. Tries plain
-    ``unshare`` (root), then a user namespace that maps this user to itself (unprivileged, where
-    the kernel allows it)."""
-    got = {"pid": "shared", "net": "shared", "user": "shared"}
-    want = (CLONE_NEWPID | CLONE_NEWNS if pid else 0) | (CLONE_NEWNET if net else 0)
-    if not want:
-        return got
+    Returns what holds: ``{"pid": "own namespace" | "shared", "net": ..., "user": ...,
+    "mount": ...}``. A user namespace that maps this user to itself comes first (see
+    ``_unshare``)."""
+    got = {"pid": "shared", "net": "shared", "user": "shared", "mount": "shared"}
+    want = CLONE_NEWNS | (CLONE_NEWPID if pid else 0) | (CLONE_NEWNET if net else 0)
     how = _unshare(want)
     if how is None and pid:  # a PID namespace is the part that may be refused: try without it
-        pid, want = False, CLONE_NEWNET if net else 0
-        how = _unshare(want) if want else None
+        pid, want = False, want & ~CLONE_NEWPID
+        how = _unshare(want)
     if how is not None:
         got.update(pid="own namespace" if pid else "shared", net="own namespace" if net else "shared",
-                   user="own namespace" if how == "user" else "shared")
+                   user="own namespace" if how == "user" else "shared", mount="own namespace")
     return got
+
+
+# --------------------------------------------------------------------------- the job's view of the files
+
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture (the unified syscall table)
+O_PATH = getattr(os, "O_PATH", 0o10000000)
+TMP_MB = 1024  # the private /tmp and /dev/shm of a job, when the pool gives no size
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _mount(source: Optional[str], target: str, fstype: Optional[str], flags: int, data: Optional[str] = None) -> None:
+    lib = libc()
+    if lib.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
+                 ctypes.c_ulong(flags), data.encode() if data else None) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"mount {source or ''} on {target}: {os.strerror(e)}")
+
+
+def _set_read_only(path: str, read_only: bool, recursive: bool) -> None:
+    """Set or clear the read-only flag of the mount at ``path`` (and every mount below it)."""
+    attr = _MountAttr(MOUNT_ATTR_RDONLY if read_only else 0, 0 if read_only else MOUNT_ATTR_RDONLY, 0, 0)
+    flags = AT_RECURSIVE if recursive else 0
+    if libc().syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), path.encode(),
+                      ctypes.c_uint(flags), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))) == 0:
+        return
+    if ctypes.get_errno() != errno.ENOSYS:  # kernels before 5.12: remount one mount at a time
+        e = ctypes.get_errno()
+        raise OSError(e, f"mount_setattr {path}: {os.strerror(e)}")
+    for mp, kept in _mounts_below(path) if recursive else [(path, _mount_flags(path))]:
+        try:
+            _mount(None, mp, None, MS_REMOUNT | MS_BIND | kept | (MS_RDONLY if read_only else 0))
+        except OSError:
+            if mp == path:
+                raise
+
+
+_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": 1024,
+                 "nodiratime": 2048, "relatime": 1 << 21}
+
+
+def _mountinfo() -> list[tuple[str, int]]:
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            mp = parts[4].encode().decode("unicode_escape")
+            flags = 0
+            for o in parts[5].split(","):
+                flags |= _OPTION_FLAGS.get(o, 0)
+            out.append((mp, flags))
+    return out
+
+
+def _mounts_below(path: str) -> list[tuple[str, int]]:
+    root = path.rstrip("/") + "/"
+    return [(mp, fl) for mp, fl in _mountinfo() if mp == path or (mp + "/").startswith(root)]
+
+
+def _mount_flags(path: str) -> int:
+    return next((fl for mp, fl in reversed(_mountinfo()) if mp == path), 0)
+
+
+def python_paths() -> tuple[str, ...]:
+    """Where this Python and its packages live (the interpreter's prefixes, ``sys.path``): a
+    job must still see them, read-only, where they lie under ``/tmp`` (a checkout or a Ray
+    package cache there) or under a hidden directory."""
+    import sys
+    out = []
+    for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path,
+              os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
+        if p and os.path.isdir(p):
+            out.append(os.path.realpath(p))
+    keep: list[str] = []
+    for p in sorted(set(out), key=len):
+        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in keep):
+            keep.append(p)
+    return tuple(keep)
+
+
+def confine(scratch: str, shared: Optional[str] = None, hide: tuple[str, ...] = (),
+            tmp_mb: int = TMP_MB, own_user_namespace: bool = True,
+            keep: Optional[tuple[str, ...]] = None) -> dict[str, str]:
+    """Give this process (a job's init, in its own user and mount namespaces, before the worker
+    is forked) the view of the files every worker gets:
+
+    * the whole host read-only (every mount, recursively);
+    * a private ``/tmp``, with ``/dev/shm`` on it (one tmpfs of ``tmp_mb`` MB): what is written
+      there is gone with the job;
+    * the directories in ``hide`` (the pool's root with every job's scratch, the daemon's state
+      directory) covered by an empty read-only tmpfs, files in it by ``/dev/null``;
+    * the job's own ``scratch`` the one writable directory of the host, at its own path;
+    * the shared compile layer ``shared`` read-only, at its own path;
+    * no new user namespaces (so no way to a set of capabilities that could remount).
+
+    Raises OSError when a step is refused; the caller then runs no user code."""
+    sfd = os.open(scratch, os.O_RDONLY | O_PATH | os.O_DIRECTORY)  # before anything hides it
+    cfd = os.open(shared, os.O_RDONLY | O_PATH | os.O_DIRECTORY) if shared and os.path.isdir(shared) else None
+    kept = []
+    for path in (python_paths() if keep is None else keep):
+        if path == "/" or path.startswith(tuple(h.rstrip("/") + "/" for h in hide if h)) or path in hide:
+            continue  # never bring back what is hidden
+        try:
+            kept.append((os.open(path, os.O_RDONLY | O_PATH | os.O_DIRECTORY), path))
+        except OSError:
+            pass
+    os.chdir("/")  # a working directory in a hidden place would be a way back to it
+    # The limit is per user namespace: written in the job's own, it binds the job alone. (In
+    # the host's namespace, as root without user namespaces, it would bind the whole machine:
+    # there the copies of these read-only mounts that a new namespace would get are locked.)
+    if own_user_namespace and not _write("/proc/sys/user/max_user_namespaces", "0"):
+        raise OSError(errno.EPERM, "cannot forbid user namespaces inside the job")
+    _set_read_only("/", True, recursive=True)
+    facts = {"filesystem": "host read-only"}
+    # The private /tmp and /dev/shm: one tmpfs, its size the bound on both.
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={max(16, int(tmp_mb))}m,mode=1777")
+    if os.path.isdir("/dev/shm"):
+        os.mkdir("/tmp/.shm", 0o1777)
+        os.chmod("/tmp/.shm", 0o1777)
+        _mount("/tmp/.shm", "/dev/shm", None, MS_BIND)
+        _set_read_only("/dev/shm", False, recursive=False)
+    covers = []
+    for path in hide:
+        if not path or not os.path.lexists(path):
+            continue  # under the new /tmp, or gone: not visible anyway
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0755")
+            covers.append(path)
+        elif os.path.isfile(path):
+            _mount("/dev/null", path, None, MS_BIND)
+    for fd, path in kept:  # Python's own files, where the new /tmp covered them
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            _set_read_only(path, True, recursive=True)
+        os.close(fd)
+    for fd, path, writable in ((sfd, scratch, True), (cfd, shared, False)):
+        if fd is None:
+            continue
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND)
+        _set_read_only(path, not writable, recursive=False)
+        os.close(fd)
+    for path in covers:
+        _set_read_only(path, True, recursive=False)
+    facts["writable"] = f"own scratch; private /tmp and /dev/shm ({max(16, int(tmp_mb))} MB, gone with the job)"
+    return facts
 
 
 
@@ -319,3 +471,222 @@ def kill_tree(root: int, include_root: bool = True, rounds: int = 100) -> int:
         except (ProcessLookupError, PermissionError):
             pass
     return signalled
+
+
+# --------------------------------------------------------------------------- the self-test
+
+
+def probe(scratch: str, isolate: bool, pidns: bool, hide: tuple[str, ...], tmp_mb: int,
+          shared: Optional[str]) -> dict:
+    """In a forked child of the fork server: become a job (the same namespaces, view of the
+    files and dropped privileges as a worker) and try what a candidate must not manage. The
+    facts, for ``judge_probe``. Runs no user code."""
+    ns = enter_namespaces(pid=isolate and pidns, net=isolate) if isolate else {}
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        res: dict = {}
+        try:
+            if ns.get("pid") == "own namespace" and not mount_own_proc():
+                res["confine_error"] = "cannot mount a /proc of the job's own"
+            elif ns.get("mount") == "own namespace":
+                try:
+                    confine(scratch, shared, hide, tmp_mb, ns.get("user") == "own namespace")
+                    res["confined"] = True
+                except OSError as e:
+                    res["confine_error"] = str(e)
+            else:
+                res["confine_error"] = "no mount namespace here (it needs root or unprivileged user namespaces)"
+            drop_privileges()
+            res.update(_attempts(scratch, hide, shared))
+        except BaseException as e:  # noqa: BLE001 - reported
+            res["error"] = f"{type(e).__name__}: {e}"
+        os.write(w, json.dumps(res).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(child, 0)
+    try:
+        res = json.loads(data or b"{}")
+    except ValueError:
+        res = {"error": "the probe gave no answer"}
+    res["namespaces"] = ns
+    return res
+
+
+def _attempts(scratch: str, hide: tuple[str, ...], shared: Optional[str] = None) -> dict:
+    """What the probe could do, as a candidate would try it."""
+    import sysconfig
+    out: dict = {}
+    name = ".geak-probe-" + os.urandom(6).hex()
+
+    def can_create(d: str) -> bool:
+        p = os.path.join(d, name)
+        try:
+            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except OSError:
+            return False
+        os.close(fd)
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+        return True
+
+    out["write_scratch"] = can_create(scratch)
+    places = {os.path.dirname(os.path.abspath(__file__)), sysconfig.get_paths().get("purelib") or "",
+              os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.expanduser("~")}
+    out["write_outside"] = sorted(d for d in places if d and os.path.isdir(d) and can_create(d))
+    mine = [p.rstrip("/").split("/") for p in (scratch, shared) if p]
+    visible = []
+    for h in hide:
+        if not h or not os.path.lexists(h):
+            continue
+        if os.path.isdir(h):
+            try:
+                names = os.listdir(h)
+            except OSError:
+                continue
+            # The paths down to the job's own scratch and the shared compile layer are there;
+            # nothing else may be.
+            top = h.rstrip("/").split("/")
+            ours = {p[len(top)] for p in mine if p[:len(top)] == top and len(p) > len(top)}
+            if [n for n in names if n not in ours]:
+                visible.append(h)
+        elif os.path.isfile(h) and os.path.getsize(h) > 0:
+            visible.append(h)
+    out["visible"] = visible
+    try:
+        tmp_name = os.path.join("/tmp", name)
+        with open(tmp_name, "w") as f:
+            f.write("probe")
+        out["tmp_file"] = tmp_name
+    except OSError:
+        out["tmp_file"] = None
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc().unshare(CLONE_NEWUSER) == 0 else 1)
+    _, st = os.waitpid(pid, 0)
+    out["user_namespace_inside"] = os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+    return out
+
+
+def self_test(root: str, isolate: bool = True, pidns: Optional[bool] = None, hide: tuple[str, ...] = (),
+              tmp_mb: int = TMP_MB, shared: Optional[str] = None) -> tuple[bool, dict[str, str]]:
+    """A throwaway job, with the same namespaces and view of the files as every job, tries what
+    a candidate must not manage (write outside its scratch, see what is hidden, create a user
+    namespace); (whether jobs are confined, the facts in words). Standard library only: the
+    fork server runs it before its first job, ``geak-runner serve`` before it listens. ``root``
+    is hidden too, and holds the probe's scratch for the moment."""
+    if pidns is None:
+        pidns = isolate and pid_namespace_works()
+    scratch = os.path.join(root, "probe-" + os.urandom(8).hex())
+    os.mkdir(scratch, 0o700)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            out = probe(scratch, isolate, pidns, (root, *hide), tmp_mb, shared)
+        except BaseException as e:  # noqa: BLE001 - reported, not raised
+            out = {"error": f"{type(e).__name__}: {e}"}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    import shutil
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        got = json.loads(data or b"{}")
+    except ValueError:
+        got = {"error": "the self-test gave no answer"}
+    return judge_probe(got)
+
+
+def judge_probe(got: dict) -> tuple[bool, dict[str, str]]:
+    """The self-test's answer in words, for the results' ``sandbox`` field and ``geak-runner
+    info``: (whether jobs are confined, the facts). Only what the probe saw counts."""
+    facts: dict[str, str] = {"checked": "by a self-test when the runner started"}
+    outside = got.get("write_outside") or []
+    visible = got.get("visible") or []
+    tmp_file = got.get("tmp_file")
+    tmp_private = bool(tmp_file) and not os.path.exists(tmp_file)
+    if tmp_file and os.path.exists(tmp_file):
+        try:
+            os.unlink(tmp_file)
+        except OSError:
+            pass
+    confined = bool(got.get("confined")) and not outside and not visible and bool(got.get("write_scratch")) \
+        and tmp_private
+    if confined:
+        facts["filesystem"] = ("host read-only; writable: the job's own scratch and a private /tmp and "
+                               "/dev/shm, gone with the job")
+    else:
+        why = got.get("confine_error") or got.get("error") or ""
+        where = f"; it could write in {', '.join(outside)}" if outside else ""
+        facts["filesystem"] = (f"NOT confined: candidate code can change files of this host"
+                               f"{' (' + why + ')' if why else ''}{where}")
+    facts["runner_state"] = ("hidden from the job" if not visible and got.get("confined")
+                             else "VISIBLE to the job" + (f": {', '.join(visible)}" if visible else ""))
+    facts["user_namespaces"] = ("cannot be created inside the job" if not got.get("user_namespace_inside")
+                                else "CAN be created inside the job")
+    return confined, facts
+
+
+def job_memory_mb(keeper: int, pids: list[int]) -> float:
+    """A job's host memory: the private resident memory of its processes (``memory_mb``), what
+    its private /tmp and /dev/shm hold, and memory files (``memfd_create``) its processes hold
+    open but have not mapped. Seen from outside the job: ``/proc/PID/root`` of its processes."""
+    total = memory_mb(pids)
+    seen_fs: set = set()
+    for pid in pids[:1]:  # one process is enough: every process of the job sees the same /tmp
+        try:
+            st = os.statvfs(f"/proc/{pid}/root/tmp")
+            dev = os.stat(f"/proc/{pid}/root/tmp").st_dev
+        except OSError:
+            continue
+        if dev not in seen_fs and dev != _host_tmp_dev():
+            seen_fs.add(dev)
+            total += (st.f_blocks - st.f_bfree) * st.f_frsize / (1 << 20)
+    inodes: set = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    continue
+                st2 = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if (st2.st_dev, st2.st_ino) not in inodes:
+                inodes.add((st2.st_dev, st2.st_ino))
+                total += st2.st_blocks * 512 / (1 << 20)
+    return total
+
+
+_HOST_TMP: list = []
+
+
+def _host_tmp_dev() -> int:
+    if not _HOST_TMP:
+        try:
+            _HOST_TMP.append(os.stat("/tmp").st_dev)
+        except OSError:
+            _HOST_TMP.append(-1)
+    return _HOST_TMP[0]

@@ -97,10 +97,10 @@ def check_limits(limits: "Limits", where: str = "limits") -> None:
 def clamp_limits(given: Any, ceilings: "Limits", where: str = "options.limits") -> tuple["Limits", list["Flag"]]:
     """A request's limits under a runner's ceilings (``given``: the request's parsed JSON object).
 
-    Absent or ``null`` is the ceiling, never "no limit"; a value above the ceiling (infinity
-    included) is lowered to it, and a flag (``limit_lowered``) says so; a positive value at or
-    under it is kept. Anything else (0, negative, NaN, not a number) raises ``SchemaError``
-    naming the field."""
+    Absent or ``null`` is the ceiling, never "no limit"; a value above the ceiling is lowered
+    to it, and a flag (``limit_lowered``) says so; a positive value at or under it is kept.
+    Anything else (0, negative, not a number, and NaN or +-Infinity, which Python's ``json``
+    reads although JSON has no such numbers) raises ``SchemaError`` naming the field."""
     if given is None:
         given = {}
     if not isinstance(given, dict):
@@ -113,9 +113,10 @@ def clamp_limits(given: Any, ceilings: "Limits", where: str = "options.limits") 
         if v is None:
             out[f.name] = ceiling
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v <= 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            shown = json.dumps(v) if isinstance(v, float) else repr(v)  # NaN, Infinity as the client wrote them
             raise SchemaError(f"{where}.{f.name}: expected a positive number (or null for this runner's "
-                              f"limit, {ceiling:g}), got {v!r}")
+                              f"limit, {ceiling:g}), got {shown}")
         if v > ceiling:
             unit = LIMIT_UNITS.get(f.name, "s")
             flags.append(Flag("limit_lowered", "info",
@@ -310,6 +311,9 @@ class DeviceInfo:
     peak_tflops: dict[str, float] = field(default_factory=dict)
     torch: Optional[str] = None
     triton: Optional[str] = None
+    sandbox: dict[str, str] = field(default_factory=dict)
+    """What the runner's self-test at start found its jobs' sandbox to hold (``filesystem``,
+    ``runner_state``, ``user_namespaces``, ``checked``); empty from a runner that predates it."""
 
     def __str__(self) -> str:
         """``NVIDIA H200 (cuda, sm_90)``; a name that already says its backend does not repeat

@@ -18,22 +18,27 @@ The verdict is assembled by ``runner.verdict`` from what each side said.
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 from typing import Optional
 
 from . import sandbox
-from .pool import Budget, Job, Stopped, promote_compiles
+from .pool import FROM_CANDIDATE, FROM_REFERENCE, Budget, Job, Stopped, promote_compiles
 from .schema import EvalRequest, EvalResult, beats
 from .verdict import Verdict
 
 
 class Session:
-    def __init__(self, pool, req: EvalRequest, ref: Job, cand: Job, xdir: str, started: Optional[float] = None):
+    def __init__(self, pool, req: EvalRequest, ref: Job, cand: Job, xdirs: tuple[str, str],
+                 started: Optional[float] = None):
         self.pool, self.req, self.opts = pool, req, req.options
         self.end_by = (started if started is not None else time.monotonic()) + req.options.limits.total_s
         """``limits.total_s`` after the evaluation was accepted: no phase runs past it."""
-        self.ref, self.cand, self.xdir = ref, cand, xdir
+        self.ref, self.cand = ref, cand
+        self.xdirs = {id(ref): xdirs[0], id(cand): xdirs[1]}
+        """Each side's exchange directory, in its own scratch (see ``relay``)."""
         self.v = Verdict(req, cand.device or ref.device)
         self.marks = {id(ref): ref.log_count, id(cand): cand.log_count}
         self.stages: dict[str, float] = {}
@@ -87,11 +92,14 @@ class Session:
             except Stopped as s:
                 replies[name] = s
 
-        base = {"request": _request_dict(self.req), "exchange": self.xdir}
-        ref_msg = {"op": "attach", **base} if self.ref.loaded is not None else {"op": "load", "role": "reference", **base}
+        base = {"request": _request_dict(self.req), "layer": self.ref.digest}
+        ref_base = {**base, "exchange": self.xdirs[id(self.ref)]}
+        ref_msg = {"op": "attach", **ref_base} if self.ref.loaded is not None \
+            else {"op": "load", "role": "reference", **ref_base}
         threads = [threading.Thread(target=go, args=("reference", self.ref, ref_msg)),
                    threading.Thread(target=go, args=("candidate", self.cand,
-                                                     {"op": "load", "role": "candidate", **base}))]
+                                                     {"op": "load", "role": "candidate", **base,
+                                                      "exchange": self.xdirs[id(self.cand)]}))]
         for t in threads:
             t.start()
         for t in threads:
@@ -102,6 +110,7 @@ class Session:
             if isinstance(r, Stopped):
                 raise r
         ref_reply = replies["reference"]
+        self.relay(self.ref)
         if ref_msg["op"] == "load" and "failure" not in ref_reply:
             self.ref.loaded = ref_reply
         if "failure" in ref_reply:
@@ -152,7 +161,7 @@ class Session:
         if r.get("skipped"):
             self.v.skip(case, r["skipped"])
             return "skipped"
-        promote_compiles(self.ref, self.pool.compile_cache)  # the candidate finds them compiled
+        promote_compiles(self.ref, self.pool.compile_cache, self.ref.digest)  # the candidate finds them compiled
         self.v.reference_ran(case, r)
         for trial in range(self.opts.trials):
             at = {"case": case, "trial": trial}
@@ -189,8 +198,35 @@ class Session:
                 self.v.reference_ran(case, nxt)
         return True
 
+    def relay(self, job: Job) -> None:
+        """Hand what ``job`` (a side that just replied) wrote for the other side to it: each
+        side writes only in its own scratch and sees no other. Only regular files named for
+        that direction move (the reference's inputs, timing inputs and autotune choices; the
+        candidate's outputs), by rename, and only files with no other name (so none that the
+        writer could still change through a second link)."""
+        src = self.xdirs[id(job)]
+        to_ref = job is self.cand
+        dst = self.xdirs[id(self.ref if to_ref else self.cand)]
+        allowed = FROM_CANDIDATE if to_ref else FROM_REFERENCE
+        try:
+            names = os.listdir(src)
+        except OSError:
+            return
+        for name in names:
+            if not name.startswith(allowed) or ".tmp-" in name:
+                continue
+            path = os.path.join(src, name)
+            try:
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    continue
+                os.replace(path, os.path.join(dst, name))
+            except OSError:
+                continue
+
     def settle(self, job: Job, reply: dict) -> Optional[dict]:
         """A reply, or None when it reports a failure (which ends the evaluation)."""
+        self.relay(job)
         if "failure" in reply:
             if job is self.ref:
                 self.ref.clean = False
@@ -202,8 +238,17 @@ class Session:
         obs = self.ask(self.cand, {"op": "observe"}, self.budget(self.opts.limits.run_s), None)
         if obs is None:
             return
+        # Every process of the job but the worker and its parents (the job's init) is left over:
+        # children of the worker, and orphans the init took in.
         worker = self.cand.worker_pid()
-        extra = sandbox.descendants(worker) if worker else []
+        table = sandbox.process_table()
+        chain = set()
+        p = worker
+        while p and p != self.cand.keeper and p not in chain:
+            chain.add(p)
+            p = table.get(p)
+        extra = [p for p in (sandbox.descendants(self.cand.keeper, table) if self.cand.keeper else [])
+                 if p not in chain]
         self.v.observed(obs, len(extra))
 
     def after_correctness(self, run) -> None:
@@ -336,6 +381,11 @@ class Session:
         """What holds for the candidate's processes now, as the pool sees them."""
         facts = self.cand.facts
         out = {"scratch": "per-job directory, removed after"}
+        # The view of the files and what the job may create: the runner's self-test at start
+        # (a probe job tried to break out), checked against what this job's worker said it got.
+        out.update(self.pool.sandbox_facts)
+        if self.pool.confined and not str(facts.get("filesystem", "")).startswith("host read-only"):
+            out["filesystem"] = "NOT confined for this job: its worker did not get the read-only view"
         pids = self.cand.tree()
         mine = sandbox.namespace("self", "net")
         nets = {sandbox.namespace(p, "net") for p in pids} - {""}

@@ -16,10 +16,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from typing import Dict, Optional
 
 SHARED_ENV = "GEAK_TRITON_SHARED_CACHE"
+LAYER_ENV = "GEAK_TRITON_LAYER"  # this evaluation's layer of the shared cache (its reference's digest)
+WARM = "_warm"  # the layer of what workers compile before any user code (their warm-up)
+
+
+def shared_layers() -> list[str]:
+    """The shared directories a worker reads, first to last: its evaluation's layer, then the
+    warm-up's. Each reference has a layer of its own, so what one user's code compiled (or
+    planted in its cache) is never loaded by an evaluation of another reference."""
+    shared = os.environ.get(SHARED_ENV)
+    if not shared:
+        return []
+    layer = os.environ.get(LAYER_ENV, "")
+    return [os.path.join(shared, x) for x in ((layer, WARM) if layer and "/" not in layer and layer != ".."
+                                               else (WARM,))]
 
 try:
     from triton.runtime.cache import FileCacheManager
@@ -32,8 +47,12 @@ class LayeredCacheManager(FileCacheManager):  # type: ignore[misc,valid-type]
 
     def __init__(self, key, override=False, dump=False):
         super().__init__(key, override, dump)
-        shared = os.environ.get(SHARED_ENV)
-        self.shared_dir = os.path.join(shared, key) if shared and not (override or dump) else None
+        self.shared_dir = None
+        if not (override or dump):
+            for layer in shared_layers():
+                if os.path.isdir(os.path.join(layer, key)):
+                    self.shared_dir = os.path.join(layer, key)
+                    break
 
     def get_file(self, filename) -> Optional[str]:
         own = super().get_file(filename)
@@ -59,11 +78,18 @@ class LayeredCacheManager(FileCacheManager):  # type: ignore[misc,valid-type]
         return out if len(out) == len(children) else None
 
 
+MAX_ENTRY_BYTES = 256 << 20  # a compiled kernel's files are far smaller
+
+
 def promote(private: str, shared: str) -> int:
-    """Copy the cache entries (one directory per key) a trusted worker compiled into the shared
-    layer, with group files pointing at their new place. Entries already there are kept.
-    Returns how many were added."""
+    """Copy the cache entries (one directory per key) a worker compiled into a layer of the
+    shared cache (``shared``: the layer of its reference, or the warm-up's), with group files
+    pointing at their new place. Entries already there are kept. Only regular files are
+    copied (never what a link points at: the user's code wrote this cache, and a link could
+    name a file of the runner's), and only entries of a plausible size. Returns how many were
+    added."""
     try:
+        os.makedirs(shared, mode=0o755, exist_ok=True)
         keys = os.listdir(private)
     except OSError:
         return 0
@@ -72,10 +98,18 @@ def promote(private: str, shared: str) -> int:
         src, dst = os.path.join(private, key), os.path.join(shared, key)
         if os.path.exists(dst) or not os.path.isdir(src) or key.startswith("tmp"):
             continue
+        if os.path.islink(src):
+            continue
         entries = os.listdir(src)
         names = [n for n in entries if not n.startswith("tmp.")]
         if not names or len(names) != len(entries):
             continue  # being written (Triton writes through tmp.* directories)
+        try:
+            sts = [os.lstat(os.path.join(src, n)) for n in names]
+        except OSError:
+            continue
+        if not all(stat.S_ISREG(st.st_mode) for st in sts) or sum(st.st_size for st in sts) > MAX_ENTRY_BYTES:
+            continue
         # Kernels are groups (the group file is written last); launchers and driver helpers
         # (compiled with the C compiler on first use in a process) are single files.
         if any(n.endswith(".json") for n in names) and not any(n.startswith("__grp__") for n in names):
@@ -92,7 +126,7 @@ def promote(private: str, shared: str) -> int:
                     with open(os.path.join(tmp, n), "w") as f:
                         json.dump(grp, f)
                 else:
-                    shutil.copy2(s, os.path.join(tmp, n))
+                    shutil.copyfile(s, os.path.join(tmp, n), follow_symlinks=False)
             os.chmod(tmp, 0o755)
             os.rename(tmp, dst)
             added += 1

@@ -135,6 +135,7 @@ def _lock_down(scratch: str, keeper: int, ns: dict) -> dict:
     privileges = sandbox.drop_privileges()
     return {"pid_namespace": ns.get("pid", "shared"), "network": ns.get("net", "shared"),
             "compile_cache": ns.get("compile_cache", "own"),
+            "filesystem": ns.get("filesystem", "not confined"), "user_namespace": ns.get("user", "shared"),
             "capabilities": "none" if sandbox.capabilities() == 0 else "some",
             **{k: "yes" if v else "no" for k, v in privileges.items()}}
 
@@ -185,6 +186,8 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
         if not op:
             continue
         try:
+            if op in ("load", "attach"):  # this evaluation's layer of the shared compile cache
+                os.environ["GEAK_TRITON_LAYER"] = str(msg.get("layer") or "")
             if op == "load":
                 role = _make_role(msg, Path(scratch))
             if role is None:

@@ -50,7 +50,7 @@ def _status(status: int) -> tuple[int | None, int | None]:
 
 
 def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, pidns: bool,
-            server_pid: int) -> None:
+            server_pid: int, confined: bool) -> None:
     """The job's first process (never returns)."""
     from . import sandbox
     try:
@@ -61,7 +61,7 @@ def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, pi
         os.dup2(proto, 3)
         sandbox.close_fds({0, 1, 2, 3})
         sandbox.die_with_parent(server_pid)
-        ns = sandbox.enter_namespaces(pid=isolate and pidns, net=isolate)
+        ns = sandbox.enter_namespaces(pid=isolate and pidns, net=isolate) if isolate else {}
         sandbox.set_subreaper()
         keeper = os.getpid()
         if ns.get("pid") == "own namespace":
@@ -72,13 +72,12 @@ def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, pi
                 sandbox.die_with_parent(0)
                 if not sandbox.mount_own_proc():
                     os._exit(75)
-                shared = os.environ.get("GEAK_TRITON_SHARED_CACHE")
-                if shared and sandbox.bind_read_only(shared):
-                    ns["compile_cache"] = "shared, read-only"
+                _confine(scratch, ns, confined)
                 _run_worker(os.fork(), scratch, ns)
         else:
             child = os.fork()
             if child == 0:
+                _confine(scratch, ns, confined)
                 _serve(scratch, ns, keeper)
         os.close(3)
         status = _wait_for(child)
@@ -96,6 +95,37 @@ def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, pi
         os._exit(os.WEXITSTATUS(status))  # init already encoded a signal as 128 + N
     except BaseException:
         os._exit(70)
+
+
+def _confine(scratch: str, ns: dict, confined: bool) -> None:
+    """The job's view of the files (``runner.sandbox.confine``), where the self-test at start
+    showed that it holds; a job that cannot get it where it should ends before any user code."""
+    if not confined or ns.get("mount") != "own namespace":
+        return
+    from . import sandbox
+    try:
+        ns.update(sandbox.confine(scratch, os.environ.get("GEAK_TRITON_SHARED_CACHE"), _hidden(),
+                                  _tmp_mb(), ns.get("user") == "own namespace"))
+        if os.environ.get("GEAK_TRITON_SHARED_CACHE"):
+            ns["compile_cache"] = "shared, read-only"
+    except OSError as e:
+        print(f"geak: the job's sandbox could not be set up: {e}", file=sys.stderr, flush=True)
+        os._exit(76)
+
+
+def _hidden() -> tuple[str, ...]:
+    """What no job may see: the pool's root (every job's scratch), and what the runner adds
+    (a daemon's state directory and token file)."""
+    extra = [p for p in os.environ.get("GEAK_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    return (os.environ.get("GEAK_POOL_ROOT", ""), *extra)
+
+
+def _tmp_mb() -> int:
+    try:
+        return int(float(os.environ.get("GEAK_SANDBOX_TMP_MB", "")))
+    except ValueError:
+        from .sandbox import TMP_MB
+        return TMP_MB
 
 
 def _serve(scratch: str, ns: dict, parent: int) -> None:
@@ -145,9 +175,12 @@ def main() -> int:
     from . import sandbox
     sandbox.set_subreaper()  # orphans of a keeper that was killed land here, and are swept
     pidns = isolate and sandbox.pid_namespace_works()
+    root = os.environ.get("GEAK_POOL_ROOT") or os.getcwd()
+    confined, facts = sandbox.self_test(root, isolate, pidns, _hidden(), _tmp_mb(),
+                                        os.environ.get("GEAK_TRITON_SHARED_CACHE"))
     me = os.getpid()
     jobs: dict[int, int] = {}  # keeper pid -> job
-    _send(ctrl, {"event": "ready", "gpu": gpu, "pid": me})
+    _send(ctrl, {"event": "ready", "gpu": gpu, "pid": me, "sandbox": facts, "confined": confined})
     last_sweep = 0.0
     try:
         while True:
@@ -168,7 +201,7 @@ def main() -> int:
                 if cmd.get("op") == "spawn" and len(fds) == 2:
                     pid = os.fork()
                     if pid == 0:
-                        _keeper(ctrl, fds, str(cmd["scratch"]), isolate, pidns, me)
+                        _keeper(ctrl, fds, str(cmd["scratch"]), isolate, pidns, me, confined)
                     jobs[pid] = int(cmd["job"])
                     _send(ctrl, {"event": "spawned", "job": cmd["job"], "pid": pid})
                 for fd in fds:

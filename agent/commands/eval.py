@@ -12,7 +12,7 @@ from runner.schema import EvalOptions, EvalResult, Tolerance, to_json
 from runner.source import SourceError, build_request, declared_case_count, find_project_root, parse_spec
 
 from ..console import Ticker
-from ..render import render_eval
+from ..render import render_eval, sandbox_warning
 from . import EXIT_BAD_INPUT, err, exit_code, tell_source_error
 
 
@@ -106,6 +106,9 @@ def run(args) -> int:
     finally:
         runner.close()
     err(render_eval(result, str(req.target), str(req.candidate) if req.candidate else None))
+    warning = sandbox_warning(result)
+    if warning:
+        err(warning)
     if args.json:
         print(to_json(result, indent=2))
     return exit_code(result)

@@ -25,7 +25,7 @@ from ..llm.session import LLMSettings
 from ..optimize import OptimizeSettings, optimize
 from ..outcome import Outcome
 from ..progress import Progress
-from ..render import diff_text, iteration_status, render_eval, render_llm, render_tune, step_line
+from ..render import diff_text, iteration_status, render_eval, render_llm, render_tune, sandbox_warning, step_line
 from ..tune.strategy import TuneSettings
 from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, tell_source_error
 
@@ -281,6 +281,9 @@ def run(args, runner=None) -> int:
         watch.close()
         if own:
             runner.close()
+    warning = sandbox_warning(outcome.baseline)  # once, for every evaluation of the search
+    if warning:
+        err(warning)
     if outcome.original_fails:
         return _original_fails(outcome, req)
     if outcome.baseline is None:  # the time budget ran out before the original was checked

@@ -220,6 +220,37 @@ class _Daemon:
         scratch, self.swept = sweep_scratch(state)
         # The workers' scratch directories (made by this process, with each job's sources) go here.
         tempfile.tempdir = str(scratch)
+        # What no job may see: this state directory (token, queue, every job's sources and
+        # scratch, the workers' launcher), the token file and the spool.
+        self.hide = tuple(str(Path(p).absolute()) for p in (state, args.token_file, args.spool) if p)
+        self.check_sandbox(scratch)
+
+    def check_sandbox(self, scratch: Path) -> None:
+        """The sandbox's self-test, before anything listens: a token holder's code runs here,
+        so a host that cannot confine it is refused unless ``--unsafe-no-sandbox`` says
+        otherwise."""
+        import shutil
+        import tempfile
+
+        from .. import sandbox
+        root = tempfile.mkdtemp(prefix="probe-", dir=str(scratch))
+        try:
+            confined, facts = sandbox.self_test(root, hide=self.hide)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        self.sandbox_note = "sandbox: " + facts.get("filesystem", "?")
+        if confined:
+            return
+        if not getattr(self.args, "unsafe_no_sandbox", False):
+            raise UsageError(
+                "refusing to serve: this host cannot confine evaluated code (" + facts.get("filesystem", "")
+                + f"; runner state {facts.get('runner_state', '?')}; user namespaces "
+                + f"{facts.get('user_namespaces', '?')}). Any token holder's code could change files here and "
+                "forge verdicts. Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                "user.max_user_namespaces > 0; see docs/runner-daemon.md), or start with --unsafe-no-sandbox on "
+                "a machine you can throw away")
+        log.warning("serving WITHOUT a sandbox (--unsafe-no-sandbox): %s", facts.get("filesystem", ""))
+        self.sandbox_note = "sandbox: NONE (--unsafe-no-sandbox)"
 
     def build(self, loop: asyncio.AbstractEventLoop) -> None:
         """The lanes (one worker pool per GPU), the HTTP application and the spool."""
@@ -235,7 +266,7 @@ class _Daemon:
         policy = Policy(ceilings=self.ceilings, max_file_bytes=args.max_file_kb << 10,
                         max_request_bytes=args.max_request_mb << 20)
         self.scheduler = Scheduler(self.store, self.gpus, args.workers, args.device, max_queue=args.max_queue,
-                                   ceilings=self.ceilings)
+                                   ceilings=self.ceilings, hide=self.hide)
         max_body = args.max_body_mb << 20
         allowed = frozenset(host_name(h) for h in (args.allow_host or []))
         hosts = (LOOPBACK_NAMES | {host_name(args.host)} | allowed) if is_loopback(args.host) else \
@@ -298,7 +329,7 @@ class _Daemon:
               + f", {self.counts['done']} results stored"
               + (f"; spool {args.spool}" if self.spool else "") + f"; {self.token_note}"
               + (f"; removed {self.swept} scratch dir(s) left by an earlier run" if self.swept else "")
-              + f"; limits at most: {limits}",
+              + f"; limits at most: {limits}; {self.sandbox_note}",
               file=sys.stderr, flush=True)
 
     async def drain(self, loop: asyncio.AbstractEventLoop) -> int:

@@ -92,14 +92,15 @@ def worker_launcher(state: Path) -> Optional[str]:
 
 class Lane:
     def __init__(self, index: int, gpu: Optional[str], workers: int, device: str,
-                 python: Optional[str] = None, ceilings=None):
+                 python: Optional[str] = None, ceilings=None, hide: tuple[str, ...] = ()):
         self.index = index
         self.gpu = gpu
         self.workers = workers
         env = {"GEAK_DAEMON_PID": str(os.getpid())}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        self.runner = LocalRunner(workers=workers, device=device, env=env, python=python, max_limits=ceilings)
+        self.runner = LocalRunner(workers=workers, device=device, env=env, python=python, max_limits=ceilings,
+                                  hide=hide)
         self._info: Optional[DeviceInfo] = None
 
     def device_info(self) -> DeviceInfo:
@@ -110,10 +111,10 @@ class Lane:
 
 class Scheduler:
     def __init__(self, store: Store, gpus: list[Optional[str]], workers: int, device: str,
-                 max_queue: int = 256, ceilings=None):
+                 max_queue: int = 256, ceilings=None, hide: tuple[str, ...] = ()):
         self.store = store
         python = worker_launcher(store.path.parent)
-        self.lanes = [Lane(i, g, workers, device, python, ceilings) for i, g in enumerate(gpus)]
+        self.lanes = [Lane(i, g, workers, device, python, ceilings, hide) for i, g in enumerate(gpus)]
         self.max_queue = max_queue
         self._cond = threading.Condition()
         self._stopping = False
