@@ -359,6 +359,10 @@ class Job:
 
         take()
         budget.start()
+        # A reply counts only with this op's nonce: one written before the op was sent (by code
+        # of the job that wrote ahead on the channel) cannot carry it.
+        nonce = os.urandom(8).hex()
+        msg = {**msg, "nonce": nonce}
         try:
             if not self.send(msg):
                 raise self.stopped()
@@ -380,8 +384,12 @@ class Job:
                 if m is None:
                     raise self.stopped()
                 ev = m.get("event")
-                if ev == "reply" and m.get("op") == msg.get("op"):
+                if ev == "reply" and m.get("op") == msg.get("op") and m.get("nonce") == nonce:
                     return m
+                if ev == "reply":
+                    self.kill("protocol", f"a reply to '{m.get('op')}' the worker was not asked for: something "
+                                          "in the code wrote on the worker's channel")
+                    raise Stopped(self.killed[0], self.killed[1], self)
                 if ev == "at":
                     self.where = f" (running the {m.get('side')} on case '{m.get('case')}')"
                 elif ev == "phase" and m.get("phase") == "compile":

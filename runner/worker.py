@@ -197,7 +197,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
                 reply = role.handle(op, msg)
             finally:
                 channel._current_phase[0] = None
-            channel.send({"event": "reply", "op": op, **reply})
+            channel.send({"event": "reply", "op": op, **reply, "nonce": msg.get("nonce")})
         except BaseException as e:
             from .errors import Failure, out_of_device_memory
             if isinstance(e, Failure):
@@ -210,7 +210,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
                 failure = {"status": "crashed", "kind": "internal", "side": "harness",
                            "message": f"internal error in the evaluator: {type(e).__name__}: {e}",
                            "traceback": traceback.format_exc()[-4000:], "retire": True}
-            channel.send({"event": "reply", "op": op, "failure": failure})
+            channel.send({"event": "reply", "op": op, "failure": failure, "nonce": msg.get("nonce")})
             if failure.get("retire"):
                 return 0
 

@@ -1,0 +1,121 @@
+"""The sandbox's self-test tells the truth: on this machine (user and mount namespaces), and on
+a host that has none, simulated with a real one: a user namespace of this test's own where no
+further user namespace may be made and no capability is left (what an unprivileged runner sees
+where the kernel refuses unprivileged user namespaces)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from runner import sandbox
+
+BIN = Path(sys.executable).parent
+
+
+def no_namespaces(*cmd: str) -> list[str]:
+    """``cmd`` on a host without namespaces: inside ``unshare --user --map-root-user`` the
+    limit of new user namespaces is set to 0 (it binds that namespace alone), and ``setpriv``
+    drops every capability before ``cmd`` starts."""
+    inner = "echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --bounding-set=-all --inh-caps=-all " \
+            + " ".join(f"'{c}'" for c in cmd)
+    return ["unshare", "--user", "--map-root-user", "sh", "-c", inner]
+
+
+def simulation_works() -> bool:
+    if not (shutil.which("unshare") and shutil.which("setpriv")):
+        return False
+    r = subprocess.run(no_namespaces("true"), capture_output=True, timeout=30)
+    return r.returncode == 0
+
+
+needs_simulation = pytest.mark.skipif(not simulation_works(),
+                                      reason="needs unshare and setpriv (util-linux) and user namespaces")
+
+
+def test_the_self_test_confines_a_job_on_this_host(tmp_path):
+    hidden = tmp_path / "state"
+    hidden.mkdir()
+    (hidden / "token").write_text("secret")
+    confined, facts = sandbox.self_test(str(tmp_path), hide=(str(hidden),))
+    assert confined, facts
+    assert facts["filesystem"].startswith("host read-only")
+    assert facts["runner_state"] == "hidden from the job"
+    assert facts["user_namespaces"] == "cannot be created inside the job"
+    assert (hidden / "token").read_text() == "secret"
+    assert [p.name for p in tmp_path.iterdir()] == ["state"]  # the probe's scratch is gone
+
+
+def test_what_the_probe_tried_is_judged_as_seen(tmp_path):
+    """judge_probe believes only what the probe managed or failed to do."""
+    ok = {"confined": True, "write_scratch": True, "write_outside": [], "visible": [],
+          "tmp_file": str(tmp_path / "not-there"), "user_namespace_inside": False}
+    assert sandbox.judge_probe(ok)[0]
+    leaked = dict(ok, write_outside=["/usr/lib/python3/site-packages"])
+    confined, facts = sandbox.judge_probe(leaked)
+    assert not confined and "/usr/lib/python3/site-packages" in facts["filesystem"]
+    seen = dict(ok, visible=["/var/lib/geak"])
+    confined, facts = sandbox.judge_probe(seen)
+    assert not confined and facts["runner_state"] == "VISIBLE to the job: /var/lib/geak"
+    shared_tmp = tmp_path / "probe-file"
+    shared_tmp.write_text("x")  # the probe's /tmp file is on the host's /tmp: no private /tmp
+    confined, _ = sandbox.judge_probe(dict(ok, tmp_file=str(shared_tmp)))
+    assert not confined and not shared_tmp.exists()
+    _, facts = sandbox.judge_probe(dict(ok, user_namespace_inside=True))
+    assert facts["user_namespaces"] == "CAN be created inside the job"
+
+
+@needs_simulation
+def test_info_says_so_on_a_host_without_namespaces():
+    r = subprocess.run(no_namespaces(str(BIN / "geak-runner"), "info", "--json"), capture_output=True,
+                       text=True, timeout=240, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    facts = json.loads(r.stdout)["sandbox"]
+    assert facts["filesystem"].startswith("NOT confined"), facts
+    assert "no mount namespace" in facts["filesystem"]
+    assert facts["runner_state"].startswith("VISIBLE")
+    here = subprocess.run([str(BIN / "geak-runner"), "info", "--json"], capture_output=True, text=True,
+                          timeout=240, cwd=ROOT)
+    assert json.loads(here.stdout)["sandbox"]["filesystem"].startswith("host read-only")
+
+
+@needs_simulation
+def test_serve_refuses_a_host_without_namespaces_unless_told(tmp_path):
+    state = tmp_path / "state"
+    cmd = [str(BIN / "geak-runner"), "serve", "--port", "0", "--state", str(state)]
+    r = subprocess.run(no_namespaces(*cmd), capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    assert "refusing to serve: this host cannot confine evaluated code" in r.stderr
+    assert "--unsafe-no-sandbox" in r.stderr and "Traceback" not in r.stderr
+    p = subprocess.Popen(no_namespaces(*cmd, "--unsafe-no-sandbox"), stderr=subprocess.PIPE, text=True,
+                         cwd=ROOT, start_new_session=True)
+    try:
+        end, seen = time.monotonic() + 120, ""
+        while time.monotonic() < end and "listening on" not in seen:
+            line = p.stderr.readline()
+            if not line:
+                break
+            seen += line
+        assert "listening on" in seen and "sandbox: NONE (--unsafe-no-sandbox)" in seen, seen
+        assert "WITHOUT a sandbox" in seen
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+
+
+@needs_simulation
+def test_the_cli_warns_once_where_code_is_not_sandboxed():
+    r = subprocess.run(no_namespaces(str(BIN / "geak"), "eval", "examples/softmax.py::softmax", "--json"),
+                       capture_output=True, text=True, timeout=290, cwd=ROOT)
+    result = json.loads(r.stdout)
+    assert result["sandbox"]["filesystem"].startswith("NOT confined")
+    assert r.stderr.count("warning: this runner does not sandbox evaluated code") == 1, r.stderr
