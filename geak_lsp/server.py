@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from lsprotocol import types as t
 from pygls import uris
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from . import __version__, actions, settings as settings_mod
@@ -61,6 +62,32 @@ INFO, WARN = t.DiagnosticSeverity.Information, t.DiagnosticSeverity.Warning
 
 class UserFacing(Exception):
     """A problem the user can fix, in words (bad input, bad settings, no runner)."""
+
+
+class BadArguments(UserFacing):
+    """A geak command's arguments do not fit it: answered with JSON-RPC error -32602 (Invalid
+    params), not a result, so that a client cannot mistake it for an answer."""
+
+
+def _shown(arg: Any) -> str:
+    """An argument as the client sent it (JSON), shortened."""
+    try:
+        text = json.dumps(arg)
+    except (TypeError, ValueError):
+        text = repr(arg)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+TARGET = '{"uri": ..., "name": ...}'
+"""The argument of geak.optimize, geak.benchmark and geak.results, in their error messages."""
+
+
+def _target_argument(command: str, args: tuple) -> Any:
+    """The one argument of a command that takes a target (None when there is none; its shape is
+    checked where it is read)."""
+    if len(args) > 1:
+        raise BadArguments(f"{command}: expected one argument {TARGET}, got {len(args)} arguments")
+    return args[0] if args else None
 
 
 @dataclass
@@ -127,6 +154,12 @@ class GeakServer(LanguageServer):
 
     # ------------------------------------------------------------------ documents
 
+    def open_document(self, uri: str):
+        """The document if the editor opened it, else None. pygls's ``get_text_document`` would
+        read a URI that was never opened from disk (and fail when the file is not there); hovers
+        and code actions are about open documents only."""
+        return self.workspace.text_documents.get(urllib.parse.unquote(uri))
+
     def project(self, uri: str) -> tuple[Path, str]:
         """(project root, path of the document relative to it); cached per document."""
         hit = self._roots.get(uri)
@@ -192,8 +225,10 @@ class GeakServer(LanguageServer):
 
     async def start_job(self, kind: str, arg: Any) -> dict:
         if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
-            raise UserFacing(f"geak.{kind}: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
+            raise BadArguments(f"geak.{kind}: expected one argument {TARGET}, got {_shown(arg)}")
         uri, name = arg["uri"], arg["name"]
+        if self.open_document(uri) is None:
+            raise BadArguments(f"geak.{kind}: {uri} is not open in the editor; GEAK works on open documents")
         doc, found = await self.doc_targets(uri)
         if found.syntax_error:
             raise UserFacing(f"GEAK: {Path(uris.to_fs_path(uri) or uri).name} does not parse "
@@ -367,6 +402,11 @@ class GeakServer(LanguageServer):
 
     async def _finished(self, job: Job, out: "Outcome") -> None:
         """Record the run, offer the result (applied, or kept as a code action), say the end."""
+        from agent.render import sandbox_warning
+        warning = sandbox_warning(out.baseline)
+        if warning and not getattr(self, "_sandbox_warned", False):  # once per server
+            self._sandbox_warned = True
+            self.tell("GEAK " + warning)
         findings = self._findings(job, out)
         outcome = findings[0].code if findings else "no-improvement"
         result_hash = self._record(job, out, outcome)
@@ -447,7 +487,7 @@ class GeakServer(LanguageServer):
     def results(self, arg: Any) -> dict:
         """geak.results {"uri", "name"}: the target's runs (newest first) and its last measurement."""
         if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str) or not isinstance(arg.get("name"), str):
-            raise UserFacing(f"geak.results: expected one argument {{\"uri\": ..., \"name\": ...}}, got {arg!r}")
+            raise BadArguments(f"geak.results: expected one argument {TARGET}, got {_shown(arg)}")
         uri, name = arg["uri"], arg["name"]
         root, rel = self.project(uri)
         found = self.targets.last(uri)
@@ -662,7 +702,9 @@ def on_close(ls: GeakServer, params: t.DidCloseTextDocumentParams):
                 t.CodeActionOptions(code_action_kinds=[actions.KIND_GEAK, t.CodeActionKind.QuickFix]))
 async def on_code_action(ls: GeakServer, params: t.CodeActionParams):
     uri = params.text_document.uri
-    doc = ls.workspace.get_text_document(uri)
+    doc = ls.open_document(uri)
+    if doc is None:
+        return None
     found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
     if found is None:
         out = [actions.still_reading(len(doc.source))]
@@ -686,7 +728,9 @@ async def on_code_action(ls: GeakServer, params: t.CodeActionParams):
 @server.feature(t.TEXT_DOCUMENT_HOVER)
 async def on_hover(ls: GeakServer, params: t.HoverParams):
     uri = params.text_document.uri
-    doc = ls.workspace.get_text_document(uri)
+    doc = ls.open_document(uri)
+    if doc is None:
+        return None
     found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
     if found is None:
         return None
@@ -708,8 +752,13 @@ async def on_hover(ls: GeakServer, params: t.HoverParams):
 
 
 async def _command(ls: GeakServer, kind: str, args) -> Any:
+    """Arguments that do not fit are a JSON-RPC error (-32602); a job that cannot start on a
+    well-formed target (the file does not parse, a job already runs on it) is said to the user
+    and answered ``{"error": message}``."""
     try:
-        return await ls.start_job(kind, args[0] if args else None)
+        return await ls.start_job(kind, _target_argument(f"geak.{kind}", args))
+    except BadArguments as e:
+        raise JsonRpcInvalidParams(str(e)) from None
     except UserFacing as e:
         ls.tell(str(e))
         return {"error": str(e)}
@@ -727,23 +776,29 @@ async def cmd_benchmark(ls: GeakServer, *args):
 
 @server.command(actions.RESULTS)
 def cmd_results(ls: GeakServer, *args):
-    """geak.results {"uri", "name"}: what the results view shows."""
+    """geak.results {"uri", "name"}: what the results view shows. Every problem is with the
+    argument (its shape, a URI that is not a file on disk): a JSON-RPC error -32602."""
     try:
-        return ls.results(args[0] if args else None)
+        return ls.results(_target_argument("geak.results", args))
     except (UserFacing, ValueError) as e:
-        return {"error": str(e)}
+        raise JsonRpcInvalidParams(str(e)) from None
 
 
 @server.command(actions.CANCEL)
 def cmd_cancel(ls: GeakServer, *args):
-    """geak.cancel JOB_ID | {"uri": ...} | nothing (every job)."""
-    arg = args[0] if args else None
-    if isinstance(arg, str):
+    """geak.cancel JOB_ID | {"uri": ..., "name"?: ...} | nothing (every job). Anything else is
+    a JSON-RPC error -32602 and cancels nothing: a malformed argument used to mean "every job"."""
+    arg = args[0] if len(args) == 1 else None
+    if not args:
+        ids = [j.id for j in ls.jobs.active()]
+    elif isinstance(arg, str):
         ids = [arg]
-    elif isinstance(arg, dict) and isinstance(arg.get("uri"), str):
+    elif isinstance(arg, dict) and isinstance(arg.get("uri"), str) and isinstance(arg.get("name", ""), str):
         ids = [j.id for j in ls.jobs.find(arg["uri"], arg.get("name"))]
     else:
-        ids = [j.id for j in ls.jobs.active()]
+        raise JsonRpcInvalidParams(
+            'geak.cancel: expected a job id, {"uri": ...} or no argument (every job), got '
+            + (_shown(arg) if len(args) == 1 else f"{len(args)} arguments"))
     done = [i for i in ids if ls.cancel_job(i, "by geak.cancel")]
     return {"cancelled": done}
 

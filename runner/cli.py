@@ -114,7 +114,7 @@ def cmd_info(args) -> int:
     else:
         peak = f", peak {d.peak_bandwidth_gbs:g} GB/s" if d.peak_bandwidth_gbs else ""
         print(f"{d}{peak}; torch {d.torch}, triton {d.triton}")
-        for key in ("filesystem", "runner_state", "user_namespaces"):
+        for key in ("filesystem", "runner_state", "devices", "user_namespaces"):
             if d.sandbox.get(key):
                 print(f"  sandbox {key.replace('_', ' ')}: {d.sandbox[key]}")
         if not d.sandbox:

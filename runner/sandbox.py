@@ -237,6 +237,52 @@ def python_paths() -> tuple[str, ...]:
     return tuple(keep)
 
 
+# The device nodes a job may open: the harmless ones every program uses, and the GPU's.
+_PLAIN_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_GPU_DEVICES = ("nvidia", "kfd", "dri")  # prefixes: nvidia0.., nvidiactl, nvidia-uvm, nvidia-caps/; AMD's
+
+
+def _open_devices() -> list[tuple[int, str, bool]]:
+    """O_PATH descriptors of the device nodes (and GPU device folders) a job keeps: (fd, name,
+    is a folder)."""
+    out = []
+    try:
+        names = os.listdir("/dev")
+    except OSError:
+        return out
+    for name in sorted(names):
+        if name in _PLAIN_DEVICES or name.startswith(_GPU_DEVICES):
+            path = os.path.join("/dev", name)
+            if os.path.islink(path):
+                continue
+            try:
+                out.append((os.open(path, os.O_RDONLY | O_PATH), name, os.path.isdir(path)))
+            except OSError:
+                pass
+    return out
+
+
+def _minimal_dev(devices: list[tuple[int, str, bool]]) -> None:
+    """A /dev of the job's own (tmpfs) holding only ``devices`` (bound from the host's, so they
+    stay usable although a tmpfs made in a user namespace allows no device nodes of its own),
+    /dev/shm (the private one, added after) and the usual links. Without it, a runner started
+    as root would leave its jobs the owner's rights on every disk and loop device."""
+    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
+    for fd, name, is_dir in devices:
+        path = os.path.join("/dev", name)
+        if is_dir:
+            os.mkdir(path, 0o755)
+        else:
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        os.close(fd)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, os.path.join("/dev", name))
+    os.mkdir("/dev/shm", 0o1777)
+    os.mkdir("/dev/pts", 0o755)
+
+
 def confine(scratch: str, shared: Optional[str] = None, hide: tuple[str, ...] = (),
             tmp_mb: int = TMP_MB, own_user_namespace: bool = True,
             keep: Optional[tuple[str, ...]] = None) -> dict[str, str]:
@@ -269,15 +315,21 @@ def confine(scratch: str, shared: Optional[str] = None, hide: tuple[str, ...] = 
     # there the copies of these read-only mounts that a new namespace would get are locked.)
     if own_user_namespace and not _write("/proc/sys/user/max_user_namespaces", "0"):
         raise OSError(errno.EPERM, "cannot forbid user namespaces inside the job")
+    devices = _open_devices()  # before /dev is replaced
     _set_read_only("/", True, recursive=True)
     facts = {"filesystem": "host read-only"}
+    _minimal_dev(devices)
+    # Sockets of the host's services (a container engine, D-Bus, a user's agents) can be
+    # connected to on a read-only mount: their usual homes are not there at all.
+    for path in ("/run", "/var/run"):
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
     # The private /tmp and /dev/shm: one tmpfs, its size the bound on both.
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={max(16, int(tmp_mb))}m,mode=1777")
-    if os.path.isdir("/dev/shm"):
-        os.mkdir("/tmp/.shm", 0o1777)
-        os.chmod("/tmp/.shm", 0o1777)
-        _mount("/tmp/.shm", "/dev/shm", None, MS_BIND)
-        _set_read_only("/dev/shm", False, recursive=False)
+    os.mkdir("/tmp/.shm", 0o1777)
+    os.chmod("/tmp/.shm", 0o1777)
+    _mount("/tmp/.shm", "/dev/shm", None, MS_BIND)
+    _mount(None, "/dev", None, MS_REMOUNT | MS_NOSUID | MS_NOEXEC | MS_RDONLY)  # the folder; its nodes stay usable
     covers = []
     for path in hide:
         if not path or not os.path.lexists(path):
@@ -563,6 +615,12 @@ def _attempts(scratch: str, hide: tuple[str, ...], shared: Optional[str] = None)
             visible.append(h)
     out["visible"] = visible
     try:
+        out["devices"] = sorted(n for n in os.listdir("/dev") if n not in _PLAIN_DEVICES + (
+            "fd", "stdin", "stdout", "stderr", "shm", "pts") and not n.startswith(_GPU_DEVICES))
+        out["sockets_dirs"] = sorted(p for p in ("/run", "/var/run") if os.path.isdir(p) and os.listdir(p))
+    except OSError as e:
+        out["devices"] = [f"unreadable: {e}"]
+    try:
         tmp_name = os.path.join("/tmp", name)
         with open(tmp_name, "w") as f:
             f.write("probe")
@@ -629,8 +687,10 @@ def judge_probe(got: dict) -> tuple[bool, dict[str, str]]:
             os.unlink(tmp_file)
         except OSError:
             pass
+    devices = got.get("devices") or []
+    sockets = got.get("sockets_dirs") or []
     confined = bool(got.get("confined")) and not outside and not visible and bool(got.get("write_scratch")) \
-        and tmp_private
+        and tmp_private and not devices and not sockets
     if confined:
         facts["filesystem"] = ("host read-only; writable: the job's own scratch and a private /tmp and "
                                "/dev/shm, gone with the job")
@@ -639,6 +699,10 @@ def judge_probe(got: dict) -> tuple[bool, dict[str, str]]:
         where = f"; it could write in {', '.join(outside)}" if outside else ""
         facts["filesystem"] = (f"NOT confined: candidate code can change files of this host"
                                f"{' (' + why + ')' if why else ''}{where}")
+    facts["devices"] = ("null, zero, full, random, urandom, tty and the GPU's only" if not devices
+                        else "the host's, with " + ", ".join(devices[:8]) + ("..." if len(devices) > 8 else ""))
+    if sockets:
+        facts["filesystem"] += "; the host's service sockets are reachable in " + ", ".join(sockets)
     facts["runner_state"] = ("hidden from the job" if not visible and got.get("confined")
                              else "VISIBLE to the job" + (f": {', '.join(visible)}" if visible else ""))
     facts["user_namespaces"] = ("cannot be created inside the job" if not got.get("user_namespace_inside")

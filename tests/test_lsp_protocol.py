@@ -199,6 +199,83 @@ async def test_code_actions_honour_context_only(tmp_path):
         await stop(ed)
 
 
+@aio
+async def test_geak_cancel_with_a_malformed_argument_cancels_nothing(proj):
+    """Only nothing (every job), a job id or {"uri": ...} cancel; anything else is -32602 and the
+    running job runs on (it used to cancel every job)."""
+    ed = await start(proj.root, init={"geak": {**BASE["geak"], "maxConfigs": 40}})
+    try:
+        uri = ed.open(proj.root / "k.py")
+        started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
+        for bad in ([[1, 2]], [{"uri": 5}], [{"uri": uri, "name": 7}], [5], [None], [{}], [started["job"], "x"]):
+            with pytest.raises(JsonRpcException) as e:
+                await ed.raw_request("workspace/executeCommand", {"command": "geak.cancel", "arguments": bad})
+            assert e.value.code == -32602, bad
+            assert e.value.message.startswith("geak.cancel: expected a job id, {\"uri\": ...} or no argument"), bad
+        assert [j["state"] for j in (await ed.info())["jobs"]] in (["queued"], ["running"])
+        assert not any(isinstance(v, t.WorkDoneProgressEnd) for v in ed.progress(started["token"]))
+        # Well-formed: a job id nobody has cancels nothing; the job's own id cancels it.
+        cancel = t.Command(title="cancel", command="geak.cancel", arguments=["no-such-job"])
+        assert await ed.execute(cancel) == {"cancelled": []}
+        cancel.arguments = [{"uri": uri}]
+        assert await ed.execute(cancel) == {"cancelled": [started["job"]]}
+        assert (await ed.job_end(started["token"], timeout=10)).message == "cancelled"
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_geak_commands_answer_bad_arguments_with_invalid_params(proj):
+    """A geak command whose arguments do not fit is a JSON-RPC error -32602 that says what it
+    takes, not a result with an "error" in it (and no popup besides)."""
+    ed = await start(proj.root, init=BASE)
+    try:
+        uri = ed.open(proj.root / "k.py")
+        target = {"uri": uri, "name": "add_relu"}
+        never_opened = (proj.root / "absent.py").as_uri()
+        for command in ("geak.optimize", "geak.benchmark", "geak.results"):
+            for bad in ([], [None], [5], ["add_relu"], [{"uri": uri}], [{"uri": 5, "name": "add_relu"}],
+                        [{"uri": uri, "name": ["add_relu"]}], [target, target]):
+                with pytest.raises(JsonRpcException) as e:
+                    await ed.raw_request("workspace/executeCommand", {"command": command, "arguments": bad})
+                assert e.value.code == -32602, (command, bad)
+                assert e.value.message.startswith(f'{command}: expected one argument {{"uri": ..., "name": ...}}'), \
+                    (command, bad, e.value.message)
+        for command in ("geak.optimize", "geak.benchmark"):  # a document the editor never opened
+            with pytest.raises(JsonRpcException) as e:
+                await ed.raw_request("workspace/executeCommand", {"command": command, "arguments": [
+                    {"uri": never_opened, "name": "add_relu"}]})
+            assert e.value.code == -32602 and "is not open in the editor" in e.value.message, e.value.message
+        with pytest.raises(JsonRpcException) as e:  # not a file on disk
+            await ed.raw_request("workspace/executeCommand", {"command": "geak.results", "arguments": [
+                {"uri": "untitled:Untitled-1", "name": "add_relu"}]})
+        assert e.value.code == -32602 and "save the document first" in e.value.message
+        # Well-formed arguments still get results.
+        res = await ed.execute(t.Command(title="results", command="geak.results", arguments=[target]))
+        assert res["name"] == "add_relu" and res["runs"] == [] and "error" not in res
+        assert not [m.message for m in ed.client.messages]
+    finally:
+        await stop(ed)
+
+
+@aio
+async def test_hovers_and_code_actions_on_a_document_never_opened_answer_nothing(proj):
+    """pygls reads a URI the editor never opened from disk (-32603 when it is not there): such a
+    request gets a null answer, whether or not the file exists."""
+    ed = await start(proj.root, init=BASE)
+    try:
+        pos = {"line": WRAPPER_LINE, "character": 4}
+        for path in (proj.root / "absent.py", proj.root / "k.py"):  # not on disk; on disk but not open
+            doc = {"uri": path.as_uri()}
+            assert await ed.raw_request("textDocument/hover", {"textDocument": doc, "position": pos}) is None
+            assert await ed.raw_request("textDocument/codeAction", {
+                "textDocument": doc, "range": {"start": pos, "end": pos}, "context": {"diagnostics": []}}) is None
+        uri = ed.open(proj.root / "k.py")  # once open, it answers
+        assert "Not measured yet" in await ed.hover(uri, WRAPPER_LINE)
+    finally:
+        await stop(ed)
+
+
 # ------------------------------------------------------------------ huge documents
 
 

@@ -89,11 +89,11 @@ def test_limits_are_clamped_to_ceilings():
     ceilings = Limits(import_s=60, run_s=30, timing_s=30, memory_mb=4096)
     got, flags = clamp_limits(None, ceilings)
     assert got == ceilings and flags == []  # absent: the ceilings
-    got, flags = clamp_limits({"run_s": None, "import_s": 10, "timing_s": float("inf"), "memory_mb": 8192}, ceilings)
+    got, flags = clamp_limits({"run_s": None, "import_s": 10, "timing_s": 1e9, "memory_mb": 8192}, ceilings)
     assert (got.run_s, got.import_s, got.timing_s, got.memory_mb) == (30, 10, 30, 4096)
     assert sorted(f.message.split(":")[0] for f in flags) == ["limits.memory_mb", "limits.timing_s"]
     assert all(f.code == "limit_lowered" and f.severity == "info" for f in flags)
-    for bad in (0, -1, float("nan"), "10", True):
+    for bad in (0, -1, float("nan"), float("inf"), float("-inf"), "10", True):
         with pytest.raises(SchemaError, match=r"options.limits.run_s: expected a positive number"):
             clamp_limits({"run_s": bad}, ceilings)
     with pytest.raises(SchemaError, match="options.limits.memory_mb: expected an integer"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import os
@@ -165,9 +166,12 @@ def check_args(args) -> tuple[Optional[str], Optional[ssl.SSLContext]]:
 
 def _lock_state(state: Path):
     """One daemon per state directory: a second one would re-run the first one's running jobs."""
-    try:
-        f = open(state / "daemon.lock", "a+")
+    try:  # never through a link: the daemon would write its pid into the file it points to
+        f = os.fdopen(os.open(state / "daemon.lock", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
+                      "a+")
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UsageError(f"refusing to start: {state / 'daemon.lock'} is a symbolic link; remove it") from None
         raise UsageError(f"cannot open the state directory {state}: {e.strerror or e}") from None
     try:
         import fcntl

@@ -109,6 +109,24 @@ def _create_db(path: Path) -> None:
         os.close(fd)
 
 
+STATE_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal", "token", "daemon.lock",
+               "worker-python")
+"""The files the daemon opens in its state directory, by name (``scratch`` is a directory,
+swept at start)."""
+
+
+def _refuse_links(directory: Path) -> None:
+    """None of the state directory's files may be a symbolic link: the daemon would read, chmod
+    and write the file it points to (a job queue, a token, the launcher it executes) wherever
+    that is, outside the private directory."""
+    for name in STATE_FILES:
+        p = directory / name
+        if p.is_symlink():
+            raise StateError(f"{p} is a symbolic link (to {os.readlink(p)}); the state directory's files "
+                             "must be its own: replace the link with the file it points to, or give "
+                             "another --state directory")
+
+
 def _check_db_file(path: Path) -> None:
     """An existing database file must be a SQLite file of this user's; it is made private."""
     st = path.stat()
@@ -132,12 +150,14 @@ class Store:
     """Thread-safe: one connection behind a lock (each statement is short).
 
     ``directory`` holds ``jobs.sqlite3``: a missing file is a new, empty queue; an empty file,
-    another user's, or one that is not geak-runner's database raises ``StateError``."""
+    another user's, or one that is not geak-runner's database raises ``StateError``, and so does
+    a symbolic link in the place of any of the directory's files (``STATE_FILES``)."""
 
     def __init__(self, directory: Path):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _refuse_links(directory)
         self.path = directory / DB_NAME
-        if self.path.exists() or self.path.is_symlink():
+        if self.path.exists():
             _check_db_file(self.path)
         else:
             _create_db(self.path)

@@ -151,6 +151,10 @@ def parse_request(data, where: str = "EvalRequest", jid: str = "",
     try:
         limits, flags = clamp_limits(options.get("limits") if isinstance(options, dict) else None,
                                      policy.ceilings, f"{where}.options.limits")
+        if isinstance(options, dict) and "limits" in options:
+            # The limits were read above (null is the ceiling); from_dict would take a null
+            # memory_mb for a missing integer.
+            data = {**data, "options": {k: v for k, v in options.items() if k != "limits"}}
         req = from_dict(EvalRequest, data, where)
     except SchemaError as e:
         raise Invalid(422, "invalid_request", str(e)) from None

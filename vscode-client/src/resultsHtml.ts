@@ -51,6 +51,8 @@ export interface Results {
   path: string;
   source_hash?: string | null;
   runs: RunRow[];
+  /** Set by the client, never by the server: why there are no results (the server answered
+   * geak.results with an error, or is not running). */
   error?: string;
 }
 

@@ -211,14 +211,17 @@ export class GeakServer implements vscode.Disposable {
     void this.explainFailure(f.message, f.fix);
   }
 
-  /** Results of a target, from the server (geak.results). */
+  /** Results of a target, from the server (geak.results); undefined when it is not running. A
+   * target the server cannot use is a JSON-RPC error (-32602, in the user's words): the page
+   * shows its message. */
   async results(target: Target): Promise<Results | undefined> {
     if (!this.client || !this.running) return undefined;
     try {
       return await this.client.sendRequest("workspace/executeCommand", { command: "geak.results", arguments: [target] }) as Results;
     } catch (e) {
-      this.output.warn(`GEAK: geak.results failed: ${String(e)}`);
-      return undefined;
+      const message = e instanceof Error ? e.message : String(e);
+      this.output.warn(`GEAK: geak.results failed: ${message}`);
+      return { uri: target.uri, name: target.name, symbol: target.name, path: "", runs: [], error: message };
     }
   }
 

@@ -159,6 +159,20 @@ describe("activation", () => {
     expect(mock.window.showWarningMessage).toHaveBeenCalled();
   });
 
+  it("the results view shows the server's error for a target it cannot use (geak.results: -32602)", async () => {
+    mock.config.interpreter = "/x/python";
+    const srv = await activate(context());
+    const c = clients[0] as any;
+    const target = { uri: "untitled:Untitled-1", name: "add_relu" };
+    const refusal = Object.assign(new Error("untitled:Untitled-1: GEAK works on files on disk; save the document first"), { code: -32602 });
+    c.sendRequest = vi.fn(async () => { throw refusal; });
+    expect(await srv.results(target)).toEqual({ ...target, symbol: "add_relu", path: "", runs: [], error: refusal.message });
+    expect(c.sendRequest).toHaveBeenCalledWith("workspace/executeCommand", { command: "geak.results", arguments: [target] });
+    await vscode.commands.executeCommand("geak.showResults", target);
+    expect(mock.panels[0].webview.html).toContain("save the document first");
+    expect(mock.panels[0].webview.html).not.toContain("not running");
+  });
+
   it("uses the Python extension's environment when geak.interpreter is empty", async () => {
     const exports = { environments: {
       getActiveEnvironmentPath: () => ({ path: "/envs/k" }),
