@@ -16,8 +16,10 @@ from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult
 from .source import SourceError, analyze_target, no_inputs_error
 
 
-def check_request(req: EvalRequest) -> Optional[EvalResult]:
-    """What can be told without running anything: a result to return at once, or None."""
+def check_request(req: EvalRequest, static_reject: bool = True) -> Optional[EvalResult]:
+    """What can be told without running anything: a result to return at once, or None. With
+    ``static_reject``, a candidate that the static check rejects (``source.candidate_flags``)
+    is ``rejected`` here, before any worker is taken or any of its code runs."""
     try:
         arch = req.options.aot_arch
         if arch is not None and arch != "device":
@@ -42,6 +44,11 @@ def check_request(req: EvalRequest) -> Optional[EvalResult]:
             cinfo = analyze_target(tree[req.candidate.path], req.candidate.path, req.candidate.symbol,
                                    "candidate")
             req.candidate.symbol = cinfo.symbol
+            if static_reject:
+                from .verdict import static_rejection
+                early = static_rejection(req)
+                if early is not None:
+                    return early
     except SourceError as e:
         status = "compile_error" if e.info.kind in ("syntax_error", "missing_symbol", "no_inputs") \
             else "rejected"
@@ -53,13 +60,28 @@ def default_workers() -> int:
     return max(2, min(4, (os.cpu_count() or 2) // 2))
 
 
+STATIC_REJECT_FIRST_ENV = "GEAK_STATIC_REJECT_FIRST"
+"""Set to 0 in the runner's own environment (a daemon's, a Ray actor's) for the default of
+``LocalRunner(static_reject_first=...)``: tests of the sandbox and the runtime checks run their
+attacks for real. A candidate cannot set it: it runs in a worker, not in the runner's process."""
+
+
 class LocalRunner:
-    def __init__(self, workers: Optional[int] = None, device: str = "auto", **pool_kwargs):
+    def __init__(self, workers: Optional[int] = None, device: str = "auto", *,
+                 static_reject_first: Optional[bool] = None, **pool_kwargs):
+        """``static_reject_first`` (default: yes, unless ``GEAK_STATIC_REJECT_FIRST=0``): a
+        candidate the static check rejects is ``rejected`` before any worker is taken. With
+        False it runs, and its verdict says ``rejected`` at the end unless the run found it
+        wrong, crashed or rejected it first (how tests exercise the runtime checks with plain
+        means); never correct either way."""
         self.pool = WorkerPool(size=workers or default_workers(), device=device, **pool_kwargs)
+        if static_reject_first is None:
+            static_reject_first = os.environ.get(STATIC_REJECT_FIRST_ENV, "1").strip() != "0"
+        self.static_reject_first = static_reject_first
 
     def evaluate(self, request: EvalRequest) -> EvalResult:
         request.id = request.id or uuid.uuid4().hex[:12]
-        early = check_request(request)
+        early = check_request(request, self.static_reject_first)
         if early is not None:
             return early
         return self.pool.evaluate(request)

@@ -35,6 +35,37 @@ class Verdict:
         self.left_out: list[str] = []
         self.untimed_why: Optional[str] = None  # the first timed call that could not be timed, and why
         self.done = False
+        self.static_rejects: list[Flag] = []
+        self.static_checks()
+
+    # ----------------------------------------------------------------- static checks
+
+    def static_checks(self) -> None:
+        """The candidate's files read statically, here, where no candidate code runs
+        (``source.candidate_flags``): every flag goes into the result; a reject ends the
+        evaluation as ``rejected`` (``static_rejected``). ``runner.local.check_request`` does the
+        same before any worker is taken; this is for a request that reaches the pool any other way."""
+        if self.self_check:
+            return
+        from .source import candidate_flags
+        for f in candidate_flags(self.req):
+            self.result.flags.append(f)
+            if f.severity == "reject":
+                self.static_rejects.append(f)
+
+    def static_rejected(self) -> bool:
+        """Rejected for what the static check found, unless the run already ended otherwise (a
+        wrong answer, a crash, a rejection it observed: each is not correct either, and says
+        what happened first)."""
+        r = self.result
+        if not self.static_rejects or (self.done and r.status != "ok"):
+            return False
+        first, more = self.static_rejects[0], len(self.static_rejects) - 1
+        r.status, r.correct = "rejected", False
+        r.message = first.message + (f" (and {more} more reason{'s' if more > 1 else ''} in the flags)"
+                                     if more else "")
+        self.done = True
+        return True
 
     # ----------------------------------------------------------------- failures
 
@@ -92,14 +123,8 @@ class Verdict:
         return run
 
     def loaded_candidate(self, reply: dict) -> None:
-        for f in reply.get("flags", []):
-            try:
-                self.result.flags.append(from_dict(Flag, f))
-            except Exception:
-                continue
-        for f in list(self.result.flags):
-            if f.severity == "reject" and not self.self_check:
-                self.reject(f.code, f.message)
+        # The candidate's worker sends static flags of its own too: a claim of the process that
+        # imported the candidate, about files this process has read itself (static_checks).
         tampered = reply.get("tampered") or []
         if tampered and not self.self_check:
             self.reject("tampering", "importing the candidate replaced " + ", ".join(map(str, tampered[:6]))
@@ -197,6 +222,8 @@ class Verdict:
         if extra_processes:
             self.reject("background_process", f"the candidate left {extra_processes} process(es) running after "
                                               "it returned")
+        if not failed:  # a wrong answer is reported as one (mismatch, next)
+            self.static_rejected()
 
     def mismatch(self) -> bool:
         bad = [c for c in self.result.cases if c.trials and not c.passed]
@@ -368,6 +395,7 @@ class Verdict:
 
     def finish(self) -> EvalResult:
         r = self.result
+        self.static_rejected()
         r.launches = r.launches or {s: sorted(v) for s, v in self.launches.items() if v}
         for code, severity, notes in (("unwritten_output", "info", [n for n in self.left_out if VARYING not in n]),
                                       ("nondeterministic_original", "warning",
@@ -379,6 +407,15 @@ class Verdict:
             r.status, r.correct = "ok", True
             r.message = self.summary()
         return r
+
+
+def static_rejection(req: EvalRequest) -> Optional[EvalResult]:
+    """The result for a request whose candidate the static check rejects, before anything of it
+    runs (``runner.local.check_request``); None when it does not."""
+    v = Verdict(req, None)
+    if not v.static_rejects:
+        return None
+    return v.finish()
 
 
 def _max_counts(a: dict, b: dict) -> dict:

@@ -3,7 +3,13 @@ projects written to a temporary directory."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import select
+import shutil
+import tempfile
 import textwrap
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -85,7 +91,10 @@ def kernel_variant(*, pre: str = "", post: str = "", store_mask: str = "mask", b
 
 @pytest.fixture(scope="session")
 def runner():
-    r = LocalRunner(workers=2, device="interpreter")
+    # static_reject_first=False: candidates that the static check rejects still run, so that the
+    # tests of the runtime checks can use plain means (os.fork, import runner...); the verdict
+    # still rejects them (tests/test_static_means.py tests the runner's front door).
+    r = LocalRunner(workers=2, device="interpreter", static_reject_first=False)
     yield r
     r.close()
 
@@ -117,3 +126,35 @@ def project(tmp_path) -> Project:
 
 def flag_codes(result: EvalResult, severity: Optional[str] = None) -> set[str]:
     return {f.code for f in result.flags if severity is None or f.severity == severity}
+
+
+_RELAYS: dict[Path, Path] = {}
+
+
+def relay(mark: Path) -> Path:
+    """A FIFO that a job can write to and whose lines this test appends to ``mark``. A job sees
+    the host read-only and the host's /tmp not at all (the sandbox), so a mark file of the test's
+    own is out of its reach; a FIFO outside /tmp can still be opened for writing on a read-only
+    mount (opening it changes no file)."""
+    if mark in _RELAYS:
+        return _RELAYS[mark]
+    d = Path(tempfile.mkdtemp(prefix="geak-test-marks-", dir="/var/tmp"))
+    fifo = d / "mark"
+    os.mkfifo(fifo, 0o666)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    keep = os.open(fifo, os.O_WRONLY)  # never EOF while the test runs: writers come and go
+
+    def pump():
+        try:
+            while True:
+                select.select([rfd], [], [])
+                data = os.read(rfd, 65536)
+                with open(mark, "ab") as f:
+                    f.write(data)
+        except OSError:
+            pass
+
+    threading.Thread(target=pump, daemon=True).start()
+    _RELAYS[mark] = fifo
+    atexit.register(lambda: (os.close(keep), shutil.rmtree(d, ignore_errors=True)))
+    return fifo

@@ -15,7 +15,7 @@ from typing import Optional
 import httpx
 import pytest
 
-from conftest import ROOT, kernel_variant
+from conftest import ROOT, _RELAYS, kernel_variant, relay
 from runner.remote import RemoteRunner
 from runner.schema import to_dict
 
@@ -236,26 +236,27 @@ def test_concurrent_clients_and_a_worker_crash_mid_batch(daemon, project):
 
 
 def marked(mark: Path, sleep: float = 0.0, block: int = 128) -> str:
-    """A correct candidate that appends a line to ``mark`` at import, names its process after the
-    mark file (``/proc/PID/comm``, so a test can find it from outside its PID namespace) and
-    sleeps in the call."""
-    name = mark.stem[:15]
-    return kernel_variant(block=block, extra=f"import os, time\nopen({str(mark)!r}, 'a').write('run\\n')\n"
-                                             f"open('/proc/self/comm', 'w').write({name!r})",
+    """A correct candidate that appends a line to ``mark`` at import (through ``relay``), keeps
+    the relay's FIFO open while it lives (so a test can find its process from outside its PID
+    namespace: ``named``) and sleeps in the call."""
+    fifo = relay(mark)
+    return kernel_variant(block=block, extra=f"import os, time\n_MARK = open({str(fifo)!r}, 'a', buffering=1)\n"
+                                             "_MARK.write('run\\n')",
                           pre=f"    time.sleep({sleep})")
 
 
-def named(name: str) -> list[int]:
-    """Live processes whose name (comm) is ``name``."""
+def named(mark: Path) -> list[int]:
+    """Live processes that hold ``mark``'s relay FIFO open for writing (``marked``)."""
+    fifo = str(_RELAYS[mark])
     out = []
     for p in os.listdir("/proc"):
-        if p.isdigit():
+        if p.isdigit() and int(p) != os.getpid():
             try:
-                with open(f"/proc/{p}/comm") as f:
-                    if f.read().strip() == name[:15] and alive(int(p)):
-                        out.append(int(p))
+                links = [os.readlink(f"/proc/{p}/fd/{fd}") for fd in os.listdir(f"/proc/{p}/fd")]
             except OSError:
-                pass
+                continue
+            if fifo in links and alive(int(p)):
+                out.append(int(p))
     return out
 
 
@@ -298,7 +299,7 @@ def test_kill9_with_queued_jobs_then_restart_every_job_completes_once(tmp_path, 
             while runs(marks["A"]) == 0 or h.get("/v1/queue").json()["jobs"]["queued"] < 2:
                 assert time.monotonic() - t0 < 30  # A imported (mid-evaluation); B and the client's queued
                 time.sleep(0.05)
-        a_worker = named(marks["A"].stem)
+        a_worker = named(marks["A"])
         assert a_worker
         d.kill9()
         time.sleep(1.0)
@@ -376,7 +377,7 @@ def test_one_lane_per_gpu_each_pinned_with_cuda_visible_devices(tmp_path, projec
         assert "2 lane(s) (GPU 0, GPU 1) x 1 workers" in d.log[0]
         mark = tmp_path / "env.txt"
         project.write("envcand.py", kernel_variant(
-            extra=f"import os, time\nopen({str(mark)!r}, 'a').write(os.environ.get('CUDA_VISIBLE_DEVICES', '-') + '\\n')",
+            extra=f"import os, time\nopen({str(relay(mark))!r}, 'a').write(os.environ.get('CUDA_VISIBLE_DEVICES', '-') + '\\n')",
             pre="    time.sleep(1.5)"))
         reqs = [body(quick(project, candidate="envcand.py::add_relu", device="auto"), f"lane-{i}") for i in range(2)]
         with d.http() as h:

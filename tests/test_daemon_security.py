@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from conftest import ROOT, kernel_variant
+from conftest import ROOT, kernel_variant, relay
 from test_daemon import TOKEN, Daemon, body, quick
 
 
@@ -206,6 +206,56 @@ def test_limits_are_ceilings_null_is_the_ceiling_and_lowering_is_allowed(guarded
     assert res["lower-run"]["status"] == "timeout" and "after 1 s" in res["lower-run"]["message"]
 
 
+def test_null_is_the_ceiling_for_every_limit_and_nan_or_infinity_is_refused(tmp_path, project):
+    """Over HTTP and through the spool (both read JSON with Python's json, which takes NaN and
+    Infinity): a null limit of any type (memory_mb is an integer) is the ceiling; NaN, Infinity,
+    -Infinity (and 1e999, read as infinity) are a 422, or a rejected result, naming the field."""
+    spool = tmp_path / "spool"
+    d = Daemon(tmp_path / "state", TOKEN, "--spool", str(spool), "--spool-poll", "0.2", "--workers", "1").start()
+
+    def text(jid, **limits):  # JSON with the limits spelled as given (NaN is no JSON number)
+        doc = body(quick(project), jid)
+        doc["options"]["limits"] = {**doc["options"]["limits"], **{k: f"@{k}@" for k in limits}}
+        out = json.dumps(doc)
+        for k, v in limits.items():
+            out = out.replace(f'"@{k}@"', v)
+        return out
+
+    try:
+        with d.http() as h:
+            nulls = {k: "null" for k in ("import_s", "run_s", "timing_s", "memory_mb", "wait_s", "total_s")}
+            r = h.post("/v1/jobs", content=text("all-null", **nulls), headers={"Content-Type": "application/json"})
+            assert r.status_code == 202, r.text
+            res = h.get("/v1/jobs/all-null/result", params={"wait": 60}).json()
+            assert res["status"] == "ok" and not [f for f in res["flags"] if f["code"] == "limit_lowered"], res
+            for field in ("memory_mb", "run_s"):
+                for literal, shown in (("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"),
+                                       ("1e999", "Infinity")):
+                    r = h.post("/v1/jobs", content=text("bad", **{field: literal}),
+                               headers={"Content-Type": "application/json"})
+                    msg = r.json()["error"]["message"]
+                    assert r.status_code == 422 and f"options.limits.{field}: expected a positive number" in msg \
+                        and msg.endswith(f"got {shown}"), (field, literal, r.status_code, msg)
+        for jid, limits in (("spool-nan", {"timing_s": "NaN"}), ("spool-inf", {"memory_mb": "Infinity"}),
+                            ("spool-null", {"memory_mb": "null"})):
+            (spool / f".{jid}.tmp").write_text(text(jid, **limits))
+            os.replace(spool / f".{jid}.tmp", spool / f"{jid}.request.json")
+        docs = {}
+        t0 = time.monotonic()
+        while len(docs) < 3:
+            assert time.monotonic() - t0 < 60, docs
+            for jid in ("spool-nan", "spool-inf", "spool-null"):
+                p = spool / f"{jid}.result.json"
+                if jid not in docs and p.exists():
+                    docs[jid] = json.loads(p.read_text())
+            time.sleep(0.1)
+        assert docs["spool-nan"]["status"] == "rejected" and "options.limits.timing_s" in docs["spool-nan"]["message"]
+        assert docs["spool-inf"]["status"] == "rejected" and "options.limits.memory_mb" in docs["spool-inf"]["message"]
+        assert docs["spool-null"]["status"] == "ok", docs["spool-null"]
+    finally:
+        d.stop()
+
+
 def test_the_client_halves_a_batch_whose_body_is_over_the_daemons_limit(tmp_path, project):
     d = Daemon(tmp_path / "state", TOKEN, "--max-body-mb", "1").start()
     try:
@@ -255,10 +305,32 @@ def test_state_is_private_and_an_empty_or_foreign_database_is_refused(tmp_path):
     assert p.returncode == 2 and "shared directory" in p.stderr
 
 
+def test_a_state_file_that_is_a_symbolic_link_stops_the_start(tmp_path):
+    """jobs.sqlite3 (or the token, the database's WAL) linked to a file outside the state
+    directory: the daemon would use, chmod and write that file. It refuses to start instead."""
+    made = tmp_path / "made"
+    d = Daemon(made, None).start()  # a real job database and token, to link to
+    d.stop()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("jobs.sqlite3", "token"):
+        os.replace(made / name, outside / name)
+    os.chmod(outside / "token", 0o644)
+    for name in ("jobs.sqlite3", "token", "jobs.sqlite3-wal"):
+        state = tmp_path / f"state-{name}"
+        state.mkdir(mode=0o700)
+        (state / name).symlink_to(outside / name)
+        p = serve("--state", str(state))
+        assert p.returncode == 2 and "refusing to start" in p.stderr, p.stderr
+        assert f"{state / name} is a symbolic link (to {outside / name})" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr
+    assert mode(outside / "token") == 0o644 and not (outside / "jobs.sqlite3-wal").exists()  # left alone
+
+
 def test_scratch_dirs_of_a_killed_daemon_are_swept_at_the_next_start(tmp_path, project):
     d = Daemon(tmp_path / "state", TOKEN, "--workers", "1").start()
     mark = tmp_path / "cwd.txt"
-    project.write("slow.py", kernel_variant(extra=f"import os, time\nopen({str(mark)!r}, 'w').write(os.getcwd())",
+    project.write("slow.py", kernel_variant(extra=f"import os, time\nopen({str(relay(mark))!r}, 'a').write(os.getcwd())",
                                             pre="    time.sleep(30)"))
     try:
         with d.http() as h:

@@ -126,8 +126,9 @@ def test_memory_nobody_wrote_reads_as_in_a_plain_run_where_it_could_become_an_ad
 
 
 def test_shared_compile_layer_entries_are_promoted_and_read(tmp_path, monkeypatch):
-    from runner.tcache import LayeredCacheManager, promote
+    from runner.tcache import WARM, LayeredCacheManager, promote
     private, shared, mine = tmp_path / "private", tmp_path / "shared", tmp_path / "mine"
+    layer = shared / "DIGEST"  # the layer of one reference
     key = private / "KEY"
     key.mkdir(parents=True)
     shared.mkdir()
@@ -139,13 +140,25 @@ def test_shared_compile_layer_entries_are_promoted_and_read(tmp_path, monkeypatc
     (private / "LAUNCHER" / "launcher.so").write_bytes(b"so")
     (private / "HALF").mkdir()
     (private / "HALF" / "h.json").write_text("{}")  # a kernel whose group file is not written yet
-    assert promote(str(private), str(shared)) == 2
-    assert sorted(os.listdir(shared)) == ["KEY", "LAUNCHER"]
+    (tmp_path / "token").write_text("the runner's secret")
+    (private / "LINKED").mkdir()  # the user's code wrote this cache: a link could name any file
+    (private / "LINKED" / "x.cubin").symlink_to(tmp_path / "token")
+    assert promote(str(private), str(layer)) == 2
+    assert sorted(os.listdir(layer)) == ["KEY", "LAUNCHER"]
     monkeypatch.setenv("TRITON_CACHE_DIR", str(mine))
     monkeypatch.setenv("GEAK_TRITON_SHARED_CACHE", str(shared))
+    monkeypatch.setenv("GEAK_TRITON_LAYER", "DIGEST")
     m = LayeredCacheManager("KEY")
     group = m.get_group("k.json")
-    assert group == {"k.cubin": str(shared / "KEY" / "k.cubin"), "k.json": str(shared / "KEY" / "k.json")}
-    assert m.get_file("k.cubin") == str(shared / "KEY" / "k.cubin")
+    assert group == {"k.cubin": str(layer / "KEY" / "k.cubin"), "k.json": str(layer / "KEY" / "k.json")}
+    assert m.get_file("k.cubin") == str(layer / "KEY" / "k.cubin")
     m.put(b"new", "n.bin")  # writes go to the job's own directory
-    assert (mine / "KEY" / "n.bin").exists() and not (shared / "KEY" / "n.bin").exists()
+    assert (mine / "KEY" / "n.bin").exists() and not (layer / "KEY" / "n.bin").exists()
+    # An evaluation of another reference reads its own layer and the warm-up's, never this one.
+    monkeypatch.setenv("GEAK_TRITON_LAYER", "OTHER")
+    assert LayeredCacheManager("KEY").get_file("k.cubin") is None
+    (shared / WARM / "KEY").mkdir(parents=True)
+    (shared / WARM / "KEY" / "k.cubin").write_bytes(b"warm")
+    assert LayeredCacheManager("KEY").get_file("k.cubin") == str(shared / WARM / "KEY" / "k.cubin")
+    monkeypatch.setenv("GEAK_TRITON_LAYER", "../DIGEST")  # no way out of the layers by name
+    assert LayeredCacheManager("KEY").get_file("k.cubin") == str(shared / WARM / "KEY" / "k.cubin")
