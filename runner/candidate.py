@@ -203,11 +203,16 @@ class CandidateSide(Side):
     def observe(self) -> dict:
         launches = self.launches.launches["candidate"]
         left = self.guards.live_threads() - self.threads_before
+        # This process holds the original's tree (imported to time it); a kernel of that tree
+        # launched while the candidate ran was reached through it (the heap, a module lookup):
+        # the candidate's own copy of a file lives in its own tree.
+        ref_root = str(self.trees.roots["reference"]).rstrip("/") + "/"
+        from_reference = sum(1 for x in launches if x.file.startswith(ref_root))
         return {
             "launches": sorted({x.kernel for x in launches}),
             "side_stream": any(x.side_stream for x in launches) or bool(self.ops.side_stream_ops),
             "ops": self.ops.compute_counts(),
-            "reference_calls": sum(t.calls for t in self.tripwires) + self.trip_counter[0],
+            "reference_calls": sum(t.calls for t in self.tripwires) + self.trip_counter[0] + from_reference,
             "tampered": self.integrity.changed() + ([] if self.launches.intact() else ["triton JITFunction.run"]),
             "threads_left": len(left),
         }

@@ -486,18 +486,49 @@ class Allocations(TorchDispatchMode):
             if t.layout == torch.strided and t.untyped_storage().nbytes() >= 2 * PAD_BYTES:
                 st = t.untyped_storage()
                 self.own[st.data_ptr()] = (st.data_ptr() + PAD_BYTES, st.data_ptr() + st.nbytes() - PAD_BYTES)
+        # storage address -> its guard bands, for the check right after each launch; what that
+        # check found stays found (``latched``), even if the code later puts the bands back.
+        self.bands: dict[int, Guarded] = {}
+        if guard:
+            for path, t, u8 in _band_storages(inputs):
+                self.bands[u8.untyped_storage().data_ptr()] = Guarded(u8, PAD_BYTES, u8.numel() - PAD_BYTES,
+                                                                     f"input{path}", canary_for(t))
+        self.latched: list[str] = []
         self.reads_from = 0
         self.reads: list[str] = []
 
     def __enter__(self):
         if self.launches is not None:
             self.launches.own_bytes = self.own_bytes
+            self.launches.after_launch = self.after_launch
             self.reads_from = len(self.launches.outside_reads)
         return super().__enter__()
+
+    def after_launch(self, args: tuple, kwargs: dict, kernel: str) -> None:
+        """Right after a launch: the guard bands of the tensors it was given. A kernel that
+        wrote past a tensor is caught here even if the code then writes the bands back."""
+        from .guards import _launch_tensors
+        tensors: list = []
+        for a in list(args) + list(kwargs.values()):
+            _launch_tensors(a, tensors)
+        seen = set()
+        for t in tensors:
+            try:
+                base = t.untyped_storage().data_ptr()
+            except Exception:
+                continue
+            g = self.bands.get(base)
+            if g is None or base in seen:
+                continue
+            seen.add(base)
+            b = g.breach()
+            if b and b not in self.latched:
+                self.latched.append(b)
 
     def __exit__(self, *exc):
         if self.launches is not None:
             self.launches.own_bytes = None
+            self.launches.after_launch = None
             self.reads = self._summarize(self.launches.outside_reads[self.reads_from:])
             del self.launches.outside_reads[self.reads_from:]
         return super().__exit__(*exc)
@@ -546,6 +577,7 @@ class Allocations(TorchDispatchMode):
                 self.guarded.append(g)
                 base = g.u8.untyped_storage().data_ptr()
                 self.own[base] = (base + g.lo, base + g.hi)
+                self.bands[base] = g
                 return new
             if empty:
                 try:
@@ -555,7 +587,10 @@ class Allocations(TorchDispatchMode):
         return out
 
     def breaches(self) -> list[str]:
-        return [b for b in (g.breach() for g in self.guarded) if b]
+        """Allocations (and, as seen right after a launch, inputs) whose guard bands were
+        written."""
+        now = [b for b in (g.breach() for g in self.guarded) if b]
+        return list(dict.fromkeys(self.latched + now))
 
 
 def unwritten(run_a: Any, run_b: Any) -> dict[str, torch.Tensor]:

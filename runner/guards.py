@@ -88,6 +88,10 @@ class LaunchRecorder:
         self.own_bytes: Optional[Callable[[int, int], Optional[tuple[int, int]]]] = None
         self.outside_reads: list[tuple[str, int, int]] = []
         self._regions: Optional[tuple[Any, Any, str]] = None
+        # While an ``exchange.Allocations`` is active: called with each launch's arguments right
+        # after it returns, to check the guard bands of the tensors it was given before the
+        # code that launched it can put them back.
+        self.after_launch: Optional[Callable[[tuple, dict, str], None]] = None
 
     def install(self) -> None:
         classes = []
@@ -170,6 +174,12 @@ class LaunchRecorder:
                 recorder.depth -= 1
                 if recorder.depth == 0:
                     recorder._regions = None
+                    if recorder.after_launch is not None:
+                        inner = getattr(fn_self, "fn", None)
+                        try:
+                            recorder.after_launch(args, kwargs, getattr(inner, "__name__", "a kernel"))
+                        except Exception:
+                            pass
 
         return run
 

@@ -331,6 +331,10 @@ def confine(scratch: str, shared: Optional[str] = None, hide: tuple[str, ...] = 
     _mount("/tmp/.shm", "/dev/shm", None, MS_BIND)
     _mount(None, "/dev", None, MS_REMOUNT | MS_NOSUID | MS_NOEXEC | MS_RDONLY)  # the folder; its nodes stay usable
     covers = []
+    hide = tuple(h for h in hide if h)
+    # A hidden path under another hidden one is hidden with it (covering both would leave the
+    # inner cover out of reach under the outer one).
+    hide = tuple(h for h in hide if not any(o != h and h.startswith(o.rstrip("/") + "/") for o in hide))
     for path in hide:
         if not path or not os.path.lexists(path):
             continue  # under the new /tmp, or gone: not visible anyway

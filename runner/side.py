@@ -151,7 +151,7 @@ class Side:
             grads = self.gradients(out, call, seed)
         self.sync()
         rec = {"output": to_plain(out), "inputs_after": to_plain(flat), "grads": grads,
-               "oob": alloc.breaches() + input_breaches(flat), "reads_outside": alloc.outside_reads()}
+               "oob": list(dict.fromkeys(alloc.breaches() + input_breaches(flat))), "reads_outside": alloc.outside_reads()}
         del out
         return rec
 

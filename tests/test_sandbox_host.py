@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,17 +43,78 @@ needs_simulation = pytest.mark.skipif(not simulation_works(),
                                       reason="needs unshare and setpriv (util-linux) and user namespaces")
 
 
-def test_the_self_test_confines_a_job_on_this_host(tmp_path):
-    hidden = tmp_path / "state"
-    hidden.mkdir()
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp (a job's /tmp is its own, so what lies under the host's proves
+    nothing about hiding)."""
+    d = Path(tempfile.mkdtemp(prefix="geak-test-", dir="/var/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_self_test_confines_a_job_on_this_host(outside_tmp):
+    # As a daemon lays it out: the pool's root (the probe's scratch) inside the hidden state.
+    hidden = outside_tmp / "state"
+    root = hidden / "scratch" / "pool"
+    root.mkdir(parents=True)
     (hidden / "token").write_text("secret")
-    confined, facts = sandbox.self_test(str(tmp_path), hide=(str(hidden),))
+    token_file = outside_tmp / "token-file"
+    token_file.write_text("another secret")
+    confined, facts = sandbox.self_test(str(root), hide=(str(hidden), str(token_file)))
     assert confined, facts
     assert facts["filesystem"].startswith("host read-only")
     assert facts["runner_state"] == "hidden from the job"
     assert facts["user_namespaces"] == "cannot be created inside the job"
+    assert facts["devices"].startswith("null, zero, full")
     assert (hidden / "token").read_text() == "secret"
-    assert [p.name for p in tmp_path.iterdir()] == ["state"]  # the probe's scratch is gone
+    assert list(root.iterdir()) == []  # the probe's scratch is gone
+
+
+def test_a_job_sees_what_the_self_test_says(outside_tmp):
+    """The view itself, from inside a confined process: the hidden state is empty, the host is
+    read-only, the scratch writable, /dev holds no disk."""
+    hidden = outside_tmp / "state"
+    scratch = hidden / "scratch" / "job"
+    scratch.mkdir(parents=True)
+    (hidden / "token").write_text("secret")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        out = {}
+        try:
+            ns = sandbox.enter_namespaces()
+            child = os.fork()
+            if child == 0:
+                sandbox.mount_own_proc()
+                sandbox.confine(str(scratch), None, (str(hidden),), 64, ns["user"] == "own namespace")
+                sandbox.drop_privileges()
+                res = {"state": sorted(os.listdir(hidden)), "token": os.path.exists(hidden / "token"),
+                       "dev": sorted(os.listdir("/dev"))}
+                for name, path in (("scratch", scratch / "f"), ("project", ROOT / "geak-probe-f"),
+                                   ("var_tmp", outside_tmp / "f")):
+                    try:
+                        Path(path).write_text("x")
+                        res[name] = "written"
+                    except OSError as e:
+                        res[name] = e.strerror
+                os.write(w, json.dumps(res).encode())
+                os._exit(0)
+            os.waitpid(child, 0)
+        except BaseException as e:  # noqa: BLE001
+            os.write(w, json.dumps({"error": repr(e)}).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.waitpid(pid, 0)
+    seen = json.loads(data)
+    assert seen["state"] == ["scratch"] and not seen["token"], seen
+    assert seen["scratch"] == "written" and (scratch / "f").read_text() == "x"
+    assert seen["project"] == "Read-only file system" and seen["var_tmp"] == "Read-only file system"
+    assert not (ROOT / "geak-probe-f").exists()
+    assert "vda" not in seen["dev"] and "loop0" not in seen["dev"] and "null" in seen["dev"], seen["dev"]
 
 
 def test_what_the_probe_tried_is_judged_as_seen(tmp_path):
