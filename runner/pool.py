@@ -28,6 +28,7 @@ import queue
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -622,6 +623,14 @@ def sweep_stale_roots(tmp: Optional[str] = None) -> int:
 
 
 def _remove_root(path: str) -> None:
+    """Delete a pool's root; never through a link (another user could plant one in /tmp under
+    a pool's name, pointing at a folder of yours), nor one owned by another user."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return
     try:
         os.chmod(path, 0o700)  # the root is not listable while workers run (see WorkerPool)
     except OSError:

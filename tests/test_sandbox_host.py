@@ -181,3 +181,15 @@ def test_the_cli_warns_once_where_code_is_not_sandboxed():
     result = json.loads(r.stdout)
     assert result["sandbox"]["filesystem"].startswith("NOT confined")
     assert r.stderr.count("warning: this runner does not sandbox evaluated code") == 1, r.stderr
+
+
+def test_a_link_planted_under_a_pool_root_name_is_not_followed(tmp_path):
+    from runner.pool import POOL_PREFIX, sweep_stale_roots
+    mine = tmp_path / "project"
+    mine.mkdir(mode=0o755)
+    (mine / "keep.py").write_text("x = 1\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / f"{POOL_PREFIX}999999999-x").symlink_to(mine)  # no such process: looks stale
+    sweep_stale_roots(str(tmp))
+    assert (mine / "keep.py").read_text() == "x = 1\n" and (mine.stat().st_mode & 0o777) == 0o755
