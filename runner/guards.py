@@ -177,7 +177,8 @@ class LaunchRecorder:
                     if recorder.after_launch is not None:
                         inner = getattr(fn_self, "fn", None)
                         try:
-                            recorder.after_launch(args, kwargs, getattr(inner, "__name__", "a kernel"))
+                            with _no_dispatch_modes():  # the check's own ops are nobody's work
+                                recorder.after_launch(args, kwargs, getattr(inner, "__name__", "a kernel"))
                         except Exception:
                             pass
 
