@@ -7,6 +7,7 @@ close() cancels what has not started; bad specs and an unreachable cluster are o
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import secrets
@@ -42,6 +43,11 @@ class Cluster:
     """`ray start --head --block` on 127.0.0.1 in a session of its own; SIGTERM stops it all."""
 
     def __init__(self, slots: int):
+        # One test cluster on this machine at a time (this module's and the attack corpus's run
+        # in two test processes): two heads side by side on two cores fail to join each other's
+        # drivers. The lock is held until stop().
+        self.lock = open(os.path.join(tempfile.gettempdir(), "geak-test-ray.lock"), "w")
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
         self.dir = Path(tempfile.mkdtemp(prefix="geak-ray-", dir="/tmp"))  # Ray's socket paths must be short
         self.gcs, self.client = free_port(), free_port()
         self.env = {**os.environ, "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_DISABLE_USAGE_STATS": "1"}
@@ -86,6 +92,7 @@ class Cluster:
         self.proc.wait()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.lock.close()  # the next cluster may start
 
 
 @pytest.fixture(scope="module")
