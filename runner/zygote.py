@@ -175,6 +175,13 @@ def main() -> int:
     from . import sandbox
     sandbox.set_subreaper()  # orphans of a keeper that was killed land here, and are swept
     pidns = isolate and sandbox.pid_namespace_works()
+    # Everything imported so far (torch, triton, the runner) lives as long as any worker: out
+    # of the collector's sight, so a worker's full collections scan only what it made (with
+    # torch loaded a full collection otherwise takes a tenth of a second), and forked workers
+    # do not copy those pages by touching their collector headers.
+    import gc
+    gc.collect()
+    gc.freeze()
     root = os.environ.get("GEAK_POOL_ROOT") or os.getcwd()
     confined, facts = sandbox.self_test(root, isolate, pidns, _hidden(), _tmp_mb(),
                                         os.environ.get("GEAK_TRITON_SHARED_CACHE"))
