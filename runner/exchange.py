@@ -20,6 +20,7 @@ Inside the worker (needs torch).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from typing import Any, Optional
@@ -42,16 +43,31 @@ _EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_st
 
 def to_plain(obj: Any, clone: bool = True) -> Any:
     """Outputs as plain data. Tensors are detached (and copied, so that later writes by the
-    code under test cannot change what was recorded)."""
+    code under test cannot change what was recorded). An object of another class is what it
+    holds (``_object``), never the name of the file its class was defined in: the same
+    computation under another file name gets the same record."""
+    return _plain(obj, clone, set(), 0)
+
+
+MAX_OBJECT_DEPTH = 6  # objects inside objects: deeper ones are compared by class name alone
+MAX_OBJECT_FIELDS = 64
+
+
+def _plain(obj: Any, clone: bool, seen: set, depth: int) -> Any:
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
         return t.clone() if clone else t
+        t = obj.detach()
+        return t.clone() if clone else t
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple: by field
+        return {"<object>": type(obj).__qualname__,
+                "fields": {f: _plain(v, clone, seen, depth + 1) for f, v in zip(obj._fields, obj)}}
     if isinstance(obj, tuple):
-        return tuple(to_plain(o, clone) for o in obj)
+        return tuple(_plain(o, clone, seen, depth) for o in obj)
     if isinstance(obj, list):
-        return [to_plain(o, clone) for o in obj]
+        return [_plain(o, clone, seen, depth) for o in obj]
     if isinstance(obj, dict):
-        return {(k if isinstance(k, (str, int)) else repr(k)): to_plain(v, clone) for k, v in obj.items()}
+        return {(k if isinstance(k, (str, int)) else repr(k)): _plain(v, clone, seen, depth) for k, v in obj.items()}
     if obj is None or isinstance(obj, (bool, int, float, str, complex, bytes)):
         return obj
     if isinstance(obj, (torch.dtype, torch.device)):
@@ -64,9 +80,73 @@ def to_plain(obj: Any, clone: bool = True) -> Any:
             return obj.item()
     except ImportError:
         pass
+    return _object(obj, clone, seen, depth)
+
+
+_LIBRARY_PLACES: list[str] = []
+
+
+def _users_class(cls: type) -> bool:
+    """Whether ``cls`` was defined in the user's code (a file of the request's trees), not in
+    the standard library or an installed package: only those are compared by attribute (a
+    library object's attributes hold caches, handles and paths that differ run to run)."""
+    import sys
+    if not _LIBRARY_PLACES:
+        import sysconfig
+        places = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(__file__))}
+        places |= {v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")}
+        _LIBRARY_PLACES.extend(os.path.realpath(p).rstrip("/") + "/" for p in places if p)
+    name = getattr(cls, "__module__", "") or ""
+    if not name or name.split(".")[0] in sys.stdlib_module_names or name == "builtins":
+        return False
+    f = getattr(sys.modules.get(name), "__file__", None)
+    if f is None:
+        # The request's trees are imported by the worker under their own names and are not all
+        # left in sys.modules; an installed package always is, with its file.
+        return name.split(".")[0] not in sys.modules or getattr(sys.modules[name.split(".")[0]], "__file__", None) is None
+    return not os.path.realpath(f).startswith(tuple(_LIBRARY_PLACES))
+
+
+def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
+    """An object as what it holds: its class's name within its module (``__qualname__``: the
+    module's name is the file's, which a candidate's copy changes), and its state — an
+    ``nn.Module`` by its parameters, buffers and training flag, a dataclass by its fields, any
+    other object by its attributes (``vars``), recursively. An object with no attributes (a
+    built-in's, a C extension's) is its ``repr`` without addresses and module paths."""
+    cls = type(obj)
+    out: dict[str, Any] = {"<object>": cls.__qualname__}
+    if id(obj) in seen or depth >= MAX_OBJECT_DEPTH:
+        return out  # a cycle, or deep enough: the class name alone
+    seen = seen | {id(obj)}
+    fields: Optional[dict] = None
+    try:
+        if not (isinstance(obj, torch.nn.Module) or dataclasses.is_dataclass(obj) or _users_class(cls)):
+            pass  # a library's object: its class name and repr, as it prints
+        elif isinstance(obj, torch.nn.Module):
+            fields = {"training": obj.training,
+                      "parameters": {n: p.detach().clone() if clone else p.detach()
+                                     for n, p in obj.named_parameters()},
+                      "buffers": {n: b.detach().clone() if clone else b.detach() for n, b in obj.named_buffers()}}
+        elif dataclasses.is_dataclass(obj):
+            fields = {f.name: _plain(getattr(obj, f.name), clone, seen, depth + 1)
+                      for f in dataclasses.fields(obj)}
+        else:
+            state = getattr(obj, "__dict__", None)
+            if isinstance(state, dict) and state:
+                items = [(k, v) for k, v in state.items()
+                         if isinstance(k, str) and not k.startswith("__") and not callable(v)][:MAX_OBJECT_FIELDS]
+                fields = {k: _plain(v, clone, seen, depth + 1) for k, v in sorted(items)}
+    except Exception:
+        fields = None
+    if fields is not None:
+        out["fields"] = fields
+        return out
     text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(obj))  # addresses differ between processes
-    return {"<object>": f"{type(obj).__module__}.{type(obj).__qualname__}",
-            "repr": text if len(text) <= 200 else text[:197] + "..."}
+    module = getattr(cls, "__module__", "") or ""
+    if module and module not in ("builtins",):
+        text = text.replace(module + "." + cls.__qualname__, cls.__qualname__)
+    out["repr"] = text if len(text) <= 200 else text[:197] + "..."
+    return out
 
 
 def clone_layout(obj: Any, memo: Optional[dict] = None) -> Any:

@@ -1,0 +1,41 @@
+"""The same computation gets the same verdict under any file name: the user's own objects
+(a config object, a dataclass, an nn.Module) are compared by what they hold, not by the name of
+the module their class lives in (which a copy of the file changes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import Project
+
+OBJECTS = (Path(__file__).parent / "identity" / "objects.py").read_text()
+
+
+@pytest.fixture
+def p(tmp_path) -> Project:
+    return Project(tmp_path).write("objects.py", OBJECTS)
+
+
+@pytest.mark.parametrize("name", ["dup_objects.py", "other/kernels_v2.py"])
+def test_a_byte_identical_copy_under_another_name_is_correct(p, runner, name):
+    p.write(name, OBJECTS)
+    r = p.evaluate(runner, "objects.py::axpb", f"{name}::axpb")
+    assert r.status == "ok" and r.correct, r.message
+
+
+def test_an_object_left_in_another_state_is_still_wrong(p, runner):
+    # The copy changes the config object it is given: what the object holds is compared.
+    p.write("mutates.py", OBJECTS.replace("    out = torch.empty_like(x)\n",
+                                          "    out = torch.empty_like(x)\n    cfg.block = 64\n", 1))
+    r = p.evaluate(runner, "objects.py::axpb", "mutates.py::axpb")
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "['fields']['block']" in r.message and "64" in r.message, r.message
+
+
+def test_a_module_left_in_another_mode_is_wrong(p, runner):
+    p.write("trains.py", OBJECTS.replace("    out = torch.empty_like(x)\n",
+                                         "    out = torch.empty_like(x)\n    mod.train(False)\n", 1))
+    r = p.evaluate(runner, "objects.py::axpb", "trains.py::axpb")
+    assert r.status == "mismatch" and "['fields']['training']" in r.message, r.message
