@@ -79,6 +79,13 @@ class Side:
 
     def resolve(self, module, symbol: str, side: str, path: str):
         if not hasattr(module, symbol):
+            import sys
+            stem = path.rsplit("/", 1)[-1].removesuffix(".py")
+            if "/" not in path and stem in sys.stdlib_module_names:
+                raise Failure("compile_error", "shadows_stdlib", side,
+                              f"{path}: the file is named like the standard library's module '{stem}', which was "
+                              f"imported before it: 'import {stem}' gives the standard library's module, not "
+                              f"this file", hint=f"rename {path} (e.g. to my_{stem}.py)", file=path)
             raise Failure("compile_error", "missing_symbol", side, f"{path}: '{symbol}' is not defined after import",
                           file=path)
         obj = getattr(module, symbol)

@@ -39,3 +39,10 @@ def test_a_module_left_in_another_mode_is_wrong(p, runner):
                                          "    out = torch.empty_like(x)\n    mod.train(False)\n", 1))
     r = p.evaluate(runner, "objects.py::axpb", "trains.py::axpb")
     assert r.status == "mismatch" and "['fields']['training']" in r.message, r.message
+
+
+def test_a_candidate_named_like_a_standard_library_module_is_told_so(p, runner):
+    p.write("copy.py", OBJECTS)
+    r = p.evaluate(runner, "objects.py::axpb", "copy.py::axpb")
+    assert r.status == "compile_error" and r.error.kind == "shadows_stdlib", r.message
+    assert "named like the standard library's module 'copy'" in r.message and "rename copy.py" in r.error.hint
