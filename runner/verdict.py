@@ -30,6 +30,7 @@ class Verdict:
         self.result = EvalResult(status="ok", correct=False, message="", id=req.id, device=device)
         self.cases: dict[int, CaseResult] = {}
         self.ref_ops: dict[str, int] = {}
+        self.ref_raised: dict[int, str] = {}  # case -> what the original's own run raised there
         self.cand_ops: dict[str, int] = {}
         self.launches: dict[str, set[str]] = {"reference": set(), "candidate": set()}
         self.left_out: list[str] = []
@@ -148,6 +149,7 @@ class Verdict:
             if not any(f.message == note for f in self.result.flags):
                 self.flag("reference_note", "warning", note)
         if reply.get("raised"):
+            self.ref_raised[case] = str(reply["raised"])
             note = f"{cr.label} fails on the original code: {reply['raised']}"
             if not any(f.message == note for f in self.result.flags):
                 self.flag("reference_note", "warning", note)
@@ -194,6 +196,16 @@ class Verdict:
         if self.self_check:
             if not self.launches["candidate"]:
                 self.flag("no_triton_launch", "info", "no Triton kernel launched: the target runs on PyTorch alone")
+            return
+        ran = [c for c in r.cases if c.trials and not c.skipped]
+        if ran and all(c.index in self.ref_raised for c in ran) and not self.launches["candidate"]:
+            # The original's own test fails on this device in every case that ran, and the
+            # candidate fails the same way: nothing was computed to compare, by either.
+            first = self.ref_raised[ran[0].index]
+            self.crashed("runtime_error", "original_fails_here", "reference",
+                         f"the original's own test fails on this device ({first}), and so does the candidate's: "
+                         "nothing can be compared here", hint="run on a runner where the original runs (a GPU "
+                         "runner: --runner URL), or give the file inputs the CPU interpreter can run")
             return
         failed = any(c.trials and not c.passed for c in r.cases)  # a candidate whose test raised, say:
         if self.require_triton and not self.launches["candidate"] and not failed:  # that is what it is told

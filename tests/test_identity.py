@@ -46,3 +46,15 @@ def test_a_candidate_named_like_a_standard_library_module_is_told_so(p, runner):
     r = p.evaluate(runner, "objects.py::axpb", "copy.py::axpb")
     assert r.status == "compile_error" and r.error.kind == "shadows_stdlib", r.message
     assert "named like the standard library's module 'copy'" in r.message and "rename copy.py" in r.error.hint
+
+
+def test_an_original_that_cannot_run_here_is_not_blamed_on_its_copy(p, runner):
+    # As three TritonBench-G files do on the CPU ("CUDA tensors only"): the original's own test
+    # fails before any kernel runs, and a byte-identical copy fails the same way.
+    text = OBJECTS.replace("    x = torch.randn(300, device=\"cuda\")\n",
+                           "    raise RuntimeError(\"CUDA tensors only\")\n")
+    p.write("gpu_only.py", text).write("dup_gpu_only.py", text)
+    r = p.evaluate(runner, "gpu_only.py::axpb", "dup_gpu_only.py::axpb")
+    assert r.status == "runtime_error" and r.error.kind == "original_fails_here" and r.error.side == "reference"
+    assert "the original's own test fails on this device (" in r.message and "CUDA tensors only" in r.message
+    assert "no Triton kernel" not in r.message
