@@ -240,7 +240,11 @@ class Session:
             return
         # Every process of the job but the worker and its parents (the job's init) is left over:
         # children of the worker, and orphans the init took in.
-        worker = self.cand.worker_pid()
+        # The worker's pid as the kernel gave it with its first message (SCM_CREDENTIALS).
+        worker = self.cand.sender or self.cand.worker_pid() or self.cand.find_worker()
+        if not worker:  # not found (a busy machine's /proc read at the hello): nothing to tell
+            self.v.observed(obs, 0)
+            return
         table = sandbox.process_table()
         chain = set()
         p = worker

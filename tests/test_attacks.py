@@ -468,7 +468,10 @@ def target(request, armed, outside_tmp, tmp_path_factory):
         mp.setenv("RAY_ADDRESS", f"127.0.0.1:{c.gcs}")
         mp.delenv("RAY_AUTH_MODE", raising=False)
         try:
-            r = RayRunner.from_spec("ray:auto", device="interpreter", workers=1, actors=1, ship_code=False)
+            # Through the Ray client (ray://): a driver's connection (ray:auto) would stay this
+            # process's, and tests/test_ray.py, in the same test process after this module,
+            # joins its own cluster as a driver.
+            r = RayRunner.from_spec(c.url, device="interpreter", workers=1, actors=1, ship_code=False)
             r.settle(120)
         except BaseException:
             mp.undo()
@@ -483,6 +486,8 @@ def target(request, armed, outside_tmp, tmp_path_factory):
 
         def close():
             r.close()
+            import ray
+            ray.shutdown()  # this process leaves the cluster: the next module here joins its own
             mp.undo()
             os.environ.pop("RAY_AUTH_MODE", None)
             c.stop()

@@ -39,6 +39,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_TOKEN = secrets.token_hex(16)
+
+
 class Cluster:
     """`ray start --head --block` on 127.0.0.1 in a session of its own; SIGTERM stops it all."""
 
@@ -50,7 +53,9 @@ class Cluster:
         fcntl.flock(self.lock, fcntl.LOCK_EX)
         self.dir = Path(tempfile.mkdtemp(prefix="geak-ray-", dir="/tmp"))  # Ray's socket paths must be short
         self.gcs, self.client = free_port(), free_port()
-        self.env = {**os.environ, "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_DISABLE_USAGE_STATS": "1"}
+        # One token for every test cluster of this process: Ray keeps the first token it read
+        # for the life of the process, so a second cluster with another would refuse it.
+        self.env = {**os.environ, "RAY_AUTH_TOKEN": _TOKEN, "RAY_DISABLE_USAGE_STATS": "1"}
         ports = {"--port": self.gcs, "--ray-client-server-port": self.client, "--node-manager-port": free_port(),
                  "--object-manager-port": free_port(), "--dashboard-agent-listen-port": free_port(),
                  "--dashboard-agent-grpc-port": free_port(), "--runtime-env-agent-port": free_port(),
@@ -97,6 +102,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster():
+    import ray
+    ray.shutdown()  # a driver left connected by an earlier module of this process to its own cluster
     c = Cluster(slots=3)  # 2 for the shared runner, 1 for the CLI's test
     mp = pytest.MonkeyPatch()
     for k in ("RAY_AUTH_TOKEN", "RAY_DISABLE_USAGE_STATS"):
