@@ -561,12 +561,7 @@ def probe(scratch: str, isolate: bool, pidns: bool, hide: tuple[str, ...], tmp_m
         os.write(w, json.dumps(res).encode())
         os._exit(0)
     os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
+    data = _read_all(r)
     os.waitpid(child, 0)
     try:
         res = json.loads(data or b"{}")
@@ -574,6 +569,17 @@ def probe(scratch: str, isolate: bool, pidns: bool, hide: tuple[str, ...], tmp_m
         res = {"error": "the probe gave no answer"}
     res["namespaces"] = ns
     return res
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything a child writes on a pipe until it closes it; the read end is closed after."""
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    finally:
+        os.close(fd)
+    return data
 
 
 def _attempts(scratch: str, hide: tuple[str, ...], shared: Optional[str] = None) -> dict:
@@ -661,13 +667,7 @@ def self_test(root: str, isolate: bool = True, pidns: Optional[bool] = None, hid
         os.write(w, json.dumps(out).encode())
         os._exit(0)
     os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
+    data = _read_all(r)
     os.waitpid(pid, 0)
     import shutil
     shutil.rmtree(scratch, ignore_errors=True)

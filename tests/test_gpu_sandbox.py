@@ -7,22 +7,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import ADD_RELU, Project, kernel_variant
+from test_gpu import gpu_runner  # noqa: F401  the GPU runner of that module, a fixture
 
 pytestmark = pytest.mark.gpu
 
 BIG = ADD_RELU.replace("INPUT_CASES = [dict(n=300), dict(n=2048)]",
                        "INPUT_CASES = [dict(n=1 << 24), dict(n=1 << 16)]")
-
-
-@pytest.fixture(scope="module")
-def gpu_runner():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU here")
-    from runner.local import LocalRunner
-    r = LocalRunner(workers=2, device="cuda")
-    yield r
-    r.close()
 
 
 FORGE_TIME = '''
