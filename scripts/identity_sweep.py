@@ -36,14 +36,35 @@ def _is_kernel(node: ast.AST) -> bool:
     return False
 
 
-def _movable(node: ast.AST) -> bool:
-    if not isinstance(node, ast.FunctionDef):
+def _movable(node: ast.AST, used_at_import: set[str]) -> bool:
+    """A function whose definition can move: nothing evaluated when the module is imported
+    names it (decorators, defaults, annotations, module-level statements), and its own
+    definition evaluates nothing but ``triton.jit`` and constants."""
+    if not isinstance(node, ast.FunctionDef) or node.name in used_at_import:
         return False
     for d in node.decorator_list:
         if ast.unparse(d) not in ("triton.jit", "jit", "tl.jit"):
             return False
     defaults = list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]
-    return all(isinstance(d, ast.Constant) for d in defaults)
+    annotated = node.returns is not None or any(
+        a.annotation is not None for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs)
+    return all(isinstance(d, ast.Constant) for d in defaults) and not annotated
+
+
+def _used_at_import(tree: ast.Module) -> set[str]:
+    """Names evaluated when the module is imported: in decorators, defaults and annotations of
+    its functions and classes, and in its other statements."""
+    out: set[str] = set()
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            parts = list(n.decorator_list) + list(n.args.defaults) + [d for d in n.args.kw_defaults if d]
+            parts += [a.annotation for a in n.args.args + n.args.kwonlyargs + n.args.posonlyargs if a.annotation]
+            parts += [n.returns] if n.returns is not None else []
+            for p in parts:
+                out |= _names(p)
+        else:
+            out |= _names(n)  # a class body runs at import, and so does every other statement
+    return out
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -82,7 +103,8 @@ def renamed(text: str, symbol: str) -> tuple[str, dict[str, str]]:
         if isinstance(n, ast.FunctionDef):  # classes keep their names: an object's class is compared
             mapping[n.name] = f"{n.name}_v2"
     tree = _Rename(mapping).visit(tree)
-    slots = [i for i, n in enumerate(tree.body) if _movable(n)]
+    at_import = _used_at_import(tree)
+    slots = [i for i, n in enumerate(tree.body) if _movable(n, at_import)]
     moved = [tree.body[i] for i in slots][::-1]
     for i, n in zip(slots, moved):
         tree.body[i] = n
