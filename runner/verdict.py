@@ -193,20 +193,19 @@ class Verdict:
         r.torch_ops = {"candidate": sorted(self.cand_ops)}
         if self.ref_ops:
             r.torch_ops["reference"] = sorted(self.ref_ops)
+        if self.self_check:
+            if not self.launches["candidate"]:
+                self.flag("no_triton_launch", "info", "no Triton kernel launched: the target runs on PyTorch alone")
+            return
         ran = [c for c in r.cases if c.trials and not c.skipped]
         if ran and all(c.index in self.ref_raised for c in ran) and not self.launches["candidate"]:
             # The original's own test fails on this device in every case that ran, and the
             # candidate fails the same way: nothing was computed to compare, by either.
             first = self.ref_raised[ran[0].index]
-            also = "" if self.self_check else ", and so does the candidate's"
             self.crashed("runtime_error", "original_fails_here", "reference",
-                         f"the original's own test fails on this device ({first}){also}: nothing can be compared "
-                         "here", hint="run on a runner where the original runs (a GPU "
+                         f"the original's own test fails on this device ({first}), and so does the candidate's: "
+                         "nothing can be compared here", hint="run on a runner where the original runs (a GPU "
                          "runner: --runner URL), or give the file inputs the CPU interpreter can run")
-            return
-        if self.self_check:
-            if not self.launches["candidate"]:
-                self.flag("no_triton_launch", "info", "no Triton kernel launched: the target runs on PyTorch alone")
             return
         failed = any(c.trials and not c.passed for c in r.cases)  # a candidate whose test raised, say:
         if self.require_triton and not self.launches["candidate"] and not failed:  # that is what it is told
