@@ -120,9 +120,8 @@ def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
     seen = seen | {id(obj)}
     fields: Optional[dict] = None
     try:
-        if not (isinstance(obj, torch.nn.Module) or dataclasses.is_dataclass(obj) or _users_class(cls)):
-            pass  # a library's object: its class name and repr, as it prints
-        elif isinstance(obj, torch.nn.Module):
+        # A library's object (none of these) keeps fields None: its class name and repr, as it prints.
+        if isinstance(obj, torch.nn.Module):
             fields = {"training": obj.training,
                       "parameters": {n: p.detach().clone() if clone else p.detach()
                                      for n, p in obj.named_parameters()},
@@ -130,7 +129,7 @@ def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
         elif dataclasses.is_dataclass(obj):
             fields = {f.name: _plain(getattr(obj, f.name), clone, seen, depth + 1)
                       for f in dataclasses.fields(obj)}
-        else:
+        elif _users_class(cls):
             state = getattr(obj, "__dict__", None)
             if isinstance(state, dict) and state:
                 items = [(k, v) for k, v in state.items()
