@@ -282,67 +282,60 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> Kernel
 #
 # A process that imported triton with TRITON_INTERPRET=1 (the CPU worker) cannot compile: the
 # @jit helpers inside triton.language (tl.max's combine function, ...) were created as
-# interpreted functions. There, compilation runs in a child process without the variable.
+# interpreted functions. There, the candidate's worker hands the compiles to the pool
+# (``compile_request``), which runs them in a compile worker: a job of a second fork server
+# that imported triton for compiling (``runner.worker.prepare("compile")``), sandboxed like
+# every worker, forked with torch and triton already imported (``compile_tree``).
 
 
 def _jsonable(v: Any) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
-def compile_in_subprocess(jobs: list[dict], paths: list[str], timeout: float = 300.0) -> list[KernelResources]:
-    """jobs: {"module", "kernel", "signature", "constexprs", "divisible", "options", "arch"}."""
-    import json
-    import sys
-
-    from .schema import from_dict
-
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([pkg_parent, *paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    try:
-        p = subprocess.run([sys.executable, "-m", "runner.aot"], input=json.dumps(jobs), capture_output=True,
-                           text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
-                                error=f"ahead-of-time compile took longer than {timeout:.0f} s",
-                                variant=j.get("variant")) for j in jobs]
-    try:
-        return [from_dict(KernelResources, d) for d in json.loads(p.stdout.strip().splitlines()[-1])]
-    except Exception:
-        tail = (p.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
-                                error=f"ahead-of-time compile failed: {tail[0][:200]}",
-                                variant=j.get("variant")) for j in jobs]
+def compile_request(files: dict[str, str], jobs: list[dict]) -> dict:
+    """What the pool's compile worker needs: the candidate tree (project-relative paths) and,
+    per job, {"rel", "kernel", "signature", "constexprs", "divisible", "options",
+    "specialized", "arch", "variant"}."""
+    return {"files": files, "jobs": jobs}
 
 
-def _main() -> None:  # python -m runner.aot < jobs.json
+def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: int = 0) -> list[dict]:
+    """In a compile worker: write the tree into ``scratch``, import each job's module from it and
+    compile the job's launch for its arch. One KernelResources dict per job, in order."""
     import importlib
-    import json
     import sys
+    from pathlib import Path
 
-    from .schema import to_dict
     from triton.runtime.jit import JITFunction
 
-    jobs = json.loads(sys.stdin.read())
+    from .schema import to_dict
+    from .inputs import seed_all
+    from .trees import Trees
+    trees = Trees(Path(scratch), files, {}, set(), interp=False)
+    trees.write("reference")
+    root = trees.roots["reference"]
     out = []
     for j in jobs:
         try:
-            obj = getattr(importlib.import_module(j["module"]), j["kernel"])
+            name, paths = trees.module_name(root, j["rel"])
+            sys.path[:0] = [p for p in paths if p not in sys.path]
+            seed_all(seed)
+            obj = getattr(importlib.import_module(name), j["kernel"])
             while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
                 obj = obj.fn  # through @triton.autotune / @triton.heuristics
             sig = LaunchSignature(tuple(map(tuple, j["signature"])), tuple(map(tuple, j["constexprs"])),
                                   tuple(j["divisible"]), tuple(map(tuple, j["options"])),
                                   tuple(j.get("specialized", ())))
             r = compile_for(obj, j["kernel"], sig, j["arch"])
-            r.variant = j.get("variant")
-            out.append(r)
         except Exception as e:
-            out.append(KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0,
-                                       fits=False, error=f"{type(e).__name__}: {e}"[:300],
-                                       variant=j.get("variant")))
-    sys.stdout.write("\n" + json.dumps([to_dict(r) for r in out]) + "\n")
+            r = KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
+                                error=f"{type(e).__name__}: {e}"[:300])
+        r.variant = j.get("variant")
+        out.append(to_dict(r))
+    return out
 
 
-if __name__ == "__main__":
-    _main()
+def failed(jobs: list[dict], why: str) -> list[KernelResources]:
+    """Each job's report when its compile could not run at all."""
+    return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
+                            error=why[:300], variant=j.get("variant")) for j in jobs]

@@ -10,7 +10,8 @@ into the reference) can only make a verdict worse. Per op (``runner.channel``):
 * ``candidate`` (case, trial): run the candidate on the inputs the reference's worker wrote (or
   run the test, unit ``tests``), observed, and write its record for the judge;
 * ``observe``: what the candidate did over all its calls;
-* ``aot``: ahead-of-time compile reports of its launches (and of ``aot_configs``);
+* ``aot``: ahead-of-time compile reports of its launches (and of ``aot_configs``), or under
+  the interpreter what the pool's compile worker is to compile;
 * ``time`` (case): reference and candidate interleaved on the same inputs (``runner.timing``).
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from . import autotune_pin, channel
 from .errors import Failure
@@ -49,7 +50,8 @@ class CandidateSide(Side):
         if op == "observe":
             return self.observe()
         if op == "aot":
-            return {"resources": self.aot_reports(self.opts.aot_arch or "")}
+            resources, compiles = self.aot_reports(self.opts.aot_arch or "")
+            return {"resources": resources, "compile": compiles}
         if op == "time":
             return self.time(case)
         raise RuntimeError(f"unknown op '{op}'")
@@ -217,13 +219,15 @@ class CandidateSide(Side):
             "threads_left": len(left),
         }
 
-    def aot_reports(self, arch: str) -> list:
-        from .aot import ARCHS, _jsonable, compile_for, compile_in_subprocess, with_config
+    def aot_reports(self, arch: str) -> tuple[list, Optional[dict]]:
+        """The compile reports made here, and the compiles this process cannot make (under the
+        interpreter; ``runner.aot.compile_request``) for the pool's compile worker."""
+        from .aot import ARCHS, _jsonable, compile_for, compile_request, with_config
         from .schema import KernelResources, to_dict
         if arch == "device":
             arch = self.device.arch or ""
         if arch not in ARCHS:
-            return []
+            return [], None
         launched = [(name, raw_fn, sig) for (side, name), (raw_fn, sigs) in self.launches.signatures.items()
                     if side == "candidate" for sig in sigs.values()]
         # (kernel, function, signature, variant): the launches seen, then the configs to screen
@@ -245,11 +249,11 @@ class CandidateSide(Side):
                     r = compile_for(raw_fn, name, sig, arch)
                     r.variant = variant
                     out.append(r)
-                return [to_dict(r) for r in out]
-            # Under the interpreter, compile in a child process (see runner.aot); it imports the
-            # kernel's module from the candidate tree.
+                return [to_dict(r) for r in out], None
+            # Under the interpreter, the pool's compile worker compiles (see runner.aot); it
+            # imports the kernel's module from a copy of the candidate tree.
             root = self.trees.roots["candidate"]
-            jobs, paths, out = [], [str(root)], []
+            jobs, out = [], []
             for name, raw_fn, sig, variant in found:
                 file = getattr(getattr(raw_fn, "__code__", None), "co_filename", "")
                 try:
@@ -261,13 +265,12 @@ class CandidateSide(Side):
                                                error="a constexpr value cannot be passed to the compiler process",
                                                variant=variant))
                     continue
-                module, mpaths = self.trees.module_name(root, rel)
-                paths += [p for p in mpaths if p not in paths]
-                jobs.append({"module": module, "kernel": name, "signature": sig.signature,
+                jobs.append({"rel": rel, "kernel": name, "signature": sig.signature,
                              "constexprs": sig.constexprs, "divisible": sig.divisible,
                              "options": sig.options, "specialized": sig.specialized, "arch": arch,
                              "variant": variant})
-            return [to_dict(r) for r in out + (compile_in_subprocess(jobs, paths) if jobs else [])]
+            files = {**self.trees.files, **self.trees.candidate_files}
+            return [to_dict(r) for r in out], (compile_request(files, jobs) if jobs else None)
         finally:
             channel.phase("run")
 

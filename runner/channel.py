@@ -9,6 +9,10 @@ Messages to the pool:
   -> {"event": "reply", "op": NAME, ...}                the answer to an op
   -> {"event": "reply", "op": NAME, "failure": {...}}   or the failure of the user's code
 
+A message may carry shared-memory files (sealed memfds, SCM_RIGHTS) named in its "fds" list:
+a reply, what its side hands the other (inputs, outputs: ``runner.exchange.save``); an op from
+the pool, what the other side handed this one (``received``).
+
 The pool holds the device lock an op needs before it sends the op. Nothing the worker says
 decides a verdict by itself: the pool treats a candidate worker's messages as claims, and the
 verdict comes from the reference worker's comparison (``runner.verdict``).
@@ -16,25 +20,75 @@ verdict comes from the reference worker's comparison (``runner.verdict``).
 
 from __future__ import annotations
 
+import array
 import json
 import os
+import socket
 from typing import Optional
 
-_sock_file = None
+_sock: Optional[socket.socket] = None
 _current_phase: list[Optional[str]] = [None]
+MAX_FDS = 64
+"""The most shared-memory files one message carries."""
+
+_outbox: dict[str, int] = {}
+"""What this side hands the other (``runner.exchange.save``): name -> sealed memfd, sent with
+the next message and then closed here."""
+_inbox: dict[str, int] = {}
+"""What the other side handed this one (through the pool): name -> memfd."""
+_fd_queue: list[int] = []
 
 
 def open_channel(fd: int) -> None:
-    global _sock_file
-    _sock_file = os.fdopen(fd, "rb+", buffering=0)
+    global _sock
+    _sock = socket.socket(fileno=fd)
+
+
+def hand(name: str, fd: int) -> None:
+    """Send ``fd`` (a sealed memfd) as ``name`` with the next message."""
+    old = _outbox.pop(name, None)
+    if old is not None:
+        os.close(old)
+    _outbox[name] = fd
+
+
+def received(name: str) -> Optional[int]:
+    """The memfd the other side handed as ``name`` (kept until the next evaluation)."""
+    return _inbox.get(name)
+
+
+def loop_back() -> None:
+    """What this process handed over, as if the other side had handed it (a warm-up)."""
+    while _outbox:
+        name, fd = _outbox.popitem()
+        old = _inbox.pop(name, None)
+        if old is not None:
+            os.close(old)
+        _inbox[name] = fd
+
+
+def forget_received() -> None:
+    for fd in _inbox.values():
+        os.close(fd)
+    _inbox.clear()
 
 
 def send(msg: dict) -> None:
+    names = list(_outbox)[:MAX_FDS]
+    if names:
+        msg = {**msg, "fds": names}
     data = (json.dumps(msg, allow_nan=False) + "\n").encode()
     view = memoryview(data)
-    while view:
-        n = _sock_file.write(view)
+    if names:
+        fds = [_outbox.pop(n) for n in names]
+        try:
+            n = _sock.sendmsg([view], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        finally:
+            for fd in fds:
+                os.close(fd)
         view = view[n:]
+    if view:
+        _sock.sendall(view)
 
 
 def recv() -> Optional[dict]:
@@ -42,9 +96,20 @@ def recv() -> Optional[dict]:
     if not line:
         return None
     try:
-        return json.loads(line)
+        msg = json.loads(line)
     except ValueError:
         return {}
+    names = msg.get("fds") if isinstance(msg, dict) else None
+    if isinstance(names, list):
+        for name in names:
+            if not _fd_queue:
+                break
+            fd = _fd_queue.pop(0)
+            old = _inbox.pop(str(name), None)
+            if old is not None:
+                os.close(old)
+            _inbox[str(name)] = fd
+    return msg
 
 
 _buf = bytearray()
@@ -57,7 +122,14 @@ def _readline() -> bytes:
             line = bytes(_buf[:i])
             del _buf[:i + 1]
             return line
-        chunk = _sock_file.read(1 << 16)
+        chunk, anc, _, _ = _sock.recvmsg(1 << 16, socket.CMSG_SPACE(MAX_FDS * 4))
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+                for fd in fds:
+                    os.set_inheritable(fd, False)  # not for the user's subprocesses
+                _fd_queue.extend(fds)
         if not chunk:
             return b""
         _buf.extend(chunk)

@@ -2,10 +2,11 @@
 
 Inside the worker (needs torch).
 
-* ``save`` / ``load``: structures of tensors and plain values in files of the evaluation's
-  exchange directory. Loading uses ``torch.load(weights_only=True)``, which builds tensors and
-  plain containers only and never runs code, so a file written by candidate code cannot do
-  anything in the process that judges it. Inputs keep their exact layout (strides, storage
+* ``save`` / ``load``: structures of tensors and plain values in shared memory: a sealed memfd
+  per item, handed through the pool (``runner.channel``), mapped copy-on-write by the reader.
+  Loading uses ``torch.load(weights_only=True)``, which builds tensors and plain containers
+  only and never runs code, so what candidate code wrote cannot do anything in the process
+  that judges it; the seals mean its writer cannot change it after handing it over. Inputs keep their exact layout (strides, storage
   offsets, views of one storage stay views of one storage).
 * ``to_plain``: outputs as plain structures (tensors, tuples, lists, dicts, numbers, strings,
   ``None``); anything else becomes a tagged description, on both sides alike.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import re
 from typing import Any, Optional
@@ -28,6 +30,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import channel
 from .compare import compare, map_tensors, outside
 from .errors import UNWRITTEN, VARYING
 
@@ -313,10 +316,28 @@ def from_transfer(obj: Any, *modules) -> Any:
 # --------------------------------------------------------------------------- files
 
 
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+"""What a memfd handed to the other side is sealed against: nothing, not even its writer, can
+change it once sent (the pool refuses one that is not sealed so)."""
+
+
 def save(path: str, obj: Any) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """Hand ``obj`` to the other side as ``basename(path)``: written (``torch.save``) into a
+    memfd, sealed, and sent with this side's next reply; the pool passes it on."""
+    name = os.path.basename(path)
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    crc = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(False)  # a checksum of memory that nothing else can change
+    try:
+        with open(fd, "wb", closefd=False) as f:
+            torch.save(obj, f)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        torch.serialization.set_crc32_options(crc)
+    channel.hand(name, fd)
 
 
 class ExchangeError(Exception):
@@ -324,13 +345,17 @@ class ExchangeError(Exception):
 
 
 def load(path: str, device: Optional[str] = None) -> Any:
-    """Tensors and plain data only (``weights_only``): nothing in the file can run code."""
-    if not os.path.exists(path):
-        raise ExchangeError(f"{os.path.basename(path)} was not written")
+    """What the other side handed as ``basename(path)``: tensors and plain data only
+    (``weights_only``: nothing in it can run code), mapped rather than copied (copy-on-write:
+    what this side changes in them stays its own)."""
+    name = os.path.basename(path)
+    fd = channel.received(name)
+    if fd is None:
+        raise ExchangeError(f"{name} was not written")
     try:
-        return torch.load(path, map_location=device, weights_only=True)
+        return torch.load(f"/proc/self/fd/{fd}", map_location=device, weights_only=True, mmap=True)
     except Exception as e:
-        raise ExchangeError(f"{os.path.basename(path)} holds something other than tensors and plain "
+        raise ExchangeError(f"{name} holds something other than tensors and plain "
                             f"values ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
 
 

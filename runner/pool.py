@@ -20,7 +20,9 @@ and runs off the lock.
 
 from __future__ import annotations
 
+import array
 import collections
+import fcntl
 import hashlib
 import json
 import os
@@ -58,6 +60,8 @@ SECRET_ENV = {"GEAK_RUNNER_TOKEN", "RAY_AUTH_TOKEN", "OPENAI_API_KEY", "ANTHROPI
 # candidate's outputs. Nothing else crosses.
 FROM_REFERENCE = ("in-", "time-", "autotune.json")
 FROM_CANDIDATE = ("out-",)
+REFERENCE_STATE = ("seed", "cases", "device", "unit", "interpreter_max_elements")
+"""The options a reference worker's loaded state depends on: its input cases and their draws."""
 
 
 class RWLock:
@@ -160,6 +164,19 @@ class PoolError(RuntimeError):
     pass
 
 
+MAX_FDS = 64
+"""The most shared-memory files one message carries (``runner.channel.MAX_FDS``)."""
+_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+
+
+def _sealed(fd: int) -> bool:
+    """Whether ``fd`` is a memfd that nothing can write, grow or shrink any more."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _SEALS == _SEALS and stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
 class Stopped(Exception):
     """A job ended during an op: it died, timed out, or was killed for memory."""
 
@@ -184,6 +201,9 @@ class Job:
         # reply counts only from the worker's own process (see _read_out).
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.sender: Optional[int] = None  # the worker's pid, from its first message
+        self._fd_queue: list[int] = []  # shared-memory files received, not yet named by a message
+        self.outbox: dict[str, int] = {}  # what the worker handed over (Session.relay passes it on)
+        self.inbox: dict[str, int] = {}  # what the other side handed it, sent with its next op
         err_r, err_w = os.pipe()
         self.child_fds = (child_sock, err_w)
         self.err = os.fdopen(err_r, "rb", buffering=0)
@@ -224,10 +244,15 @@ class Job:
         worker's hello) fixes the worker's pid, and data from any other process — a child or an
         orphan of the job holding a copy of the socket — ends the job as a protocol violation."""
         buf = bytearray()
-        creds = socket.CMSG_SPACE(struct.calcsize("iII"))
+        space = socket.CMSG_SPACE(struct.calcsize("iII")) + socket.CMSG_SPACE(MAX_FDS * 4)
         try:
             while True:
-                data, anc, _, _ = self.sock.recvmsg(1 << 20, creds)
+                data, anc, _, _ = self.sock.recvmsg(1 << 20, space)
+                for lvl, typ, d in anc:
+                    if lvl == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                        fds = array.array("i")
+                        fds.frombytes(d[:len(d) - len(d) % fds.itemsize])
+                        self._fd_queue.extend(fds)
                 if not data:
                     break
                 pid = next((struct.unpack("iII", d[:12])[0] for lvl, typ, d in anc
@@ -247,15 +272,48 @@ class Job:
                     raw = bytes(buf[:end])
                     del buf[:end + 1]
                     try:
-                        self.messages.put(json.loads(raw))
+                        msg = json.loads(raw)
                     except ValueError:
                         self.log.append(raw.decode("utf-8", "replace").rstrip()[:2000])
+                        continue
+                    if isinstance(msg, dict) and "fds" in msg and not self._take_fds(msg):
+                        break
+                    self.messages.put(msg)
+                if len(self._fd_queue) > MAX_FDS:
+                    self.kill("protocol", "the worker sent shared-memory files no message named")
+                    break
                 if len(buf) >= MAX_LINE:
                     self.kill("protocol", "the worker sent a message of more than 64 MB")
                     break
         except (OSError, ValueError):
             pass
         self.messages.put(None)
+
+    def _take_fds(self, msg: dict) -> bool:
+        """The shared-memory files a reply hands over (its "fds" names, in the order sent) go
+        to ``outbox``; each must be a memfd sealed against any change (``exchange.SEALS``),
+        else it is dropped (the other side finds it not written). False: a protocol breach."""
+        names = msg.pop("fds")
+        if not isinstance(names, list) or len(names) > MAX_FDS or len(names) > len(self._fd_queue):
+            self.kill("protocol", "a message named shared-memory files it did not carry")
+            return False
+        for name in names:
+            fd = self._fd_queue.pop(0)
+            if not isinstance(name, str) or not _sealed(fd):
+                os.close(fd)
+                continue
+            old = self.outbox.pop(name, None)
+            if old is not None:
+                os.close(old)
+            self.outbox[name] = fd
+        return True
+
+    def hand(self, name: str, fd: int) -> None:
+        """Send ``fd`` (the pool's copy; closed once sent) to the worker with its next op."""
+        old = self.inbox.pop(name, None)
+        if old is not None:
+            os.close(old)
+        self.inbox[name] = fd
 
     def _read_err(self):
         try:
@@ -266,11 +324,21 @@ class Job:
             pass
 
     def send(self, msg: dict) -> bool:
+        names = list(self.inbox)[:MAX_FDS]
+        fds = [self.inbox.pop(n) for n in names]
         try:
-            self.sock.sendall((json.dumps(msg) + "\n").encode())
+            data = memoryview((json.dumps({**msg, "fds": names} if names else msg) + "\n").encode())
+            if fds:
+                n = self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                data = data[n:]
+            if data:
+                self.sock.sendall(data)
             return True
         except OSError:
             return False
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def log_since(self, mark: int, limit: int = 60) -> str:
         n = min(self.log_count - mark, len(self.log), limit)
@@ -310,6 +378,12 @@ class Job:
                 f.close()
             except OSError:
                 pass
+        for fd in [*self._fd_queue, *self.outbox.values(), *self.inbox.values()]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fd_queue, self.outbox, self.inbox = [], {}, {}
         for fd in self.child_fds:
             try:
                 fd.close() if hasattr(fd, "close") else os.close(fd)
@@ -469,13 +543,15 @@ class Budget:
 
 
 class ForkServer:
-    def __init__(self, pool: "WorkerPool"):
+    def __init__(self, pool: "WorkerPool", device: Optional[str] = None):
+        """``device``: the pool's (its workers), or "compile" (compile workers, ``WorkerPool.compile``)."""
         self.pool = pool
+        self.main = device is None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         env = pool._env()
         self.proc = subprocess.Popen(
-            [pool.python, "-m", "runner.zygote", str(theirs.fileno()), pool.device,
+            [pool.python, "-m", "runner.zygote", str(theirs.fileno()), device or pool.device,
              "1" if pool.isolate else "0"],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, env=env, cwd=pool.root, start_new_session=True)
@@ -506,7 +582,7 @@ class ForkServer:
             ev = msg.get("event")
             if ev in ("ready", "fatal"):
                 self.info = msg
-                if ev == "ready":
+                if ev == "ready" and self.main:
                     self.pool.sandbox_facts = dict(msg.get("sandbox") or {})
                     self.pool.confined = bool(msg.get("confined"))
                 self.ready.set()
@@ -591,13 +667,14 @@ def effective_limits(asked: Optional[Limits], ceiling: Optional[Limits]) -> Limi
 
 
 def reference_digest(req: EvalRequest) -> str:
-    """What a reference worker's state depends on: the reference tree, target and options
-    (without what only concerns the candidate)."""
+    """What a loaded reference worker's state depends on: the reference tree, the target, and the
+    options that decide its input cases (``REFERENCE_STATE``). The others (trials, timing,
+    tolerances, limits, compile reports, the candidate's) come with each evaluation's ``attach``,
+    so that a tuner's screens, runs and confirmation, each with options of its own, share the
+    worker and what it has already computed."""
     opts = to_dict(req.options)
-    for k in ("aot_arch", "aot_configs", "aot_kernel", "require_triton", "allow_torch_ops", "speedup_flag",
-              "limits"):
-        opts.pop(k, None)
-    blob = json.dumps({"files": req.files, "target": to_dict(req.target), "options": opts}, sort_keys=True)
+    kept = {k: opts.get(k) for k in REFERENCE_STATE}
+    blob = json.dumps({"files": req.files, "target": to_dict(req.target), "options": kept}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -668,6 +745,8 @@ class WorkerPool:
         self._refs: collections.OrderedDict[str, list[Job]] = collections.OrderedDict()
         self._resting: dict[str, int] = {}  # digest -> reference workers still giving back memory
         self._server: Optional[ForkServer] = None
+        self._compiler: Optional[ForkServer] = None  # compile workers' fork server, started on first use
+        self._compile_spare: Optional[Job] = None
         self._info: Optional[DeviceInfo] = None
         self._closed = False
         self._slots = threading.Semaphore(self.size)
@@ -679,7 +758,7 @@ class WorkerPool:
         # Triton's shared compile layer: written by the pool alone (runner.tcache).
         self.compile_cache = os.path.join(self.root, "tc-" + os.urandom(12).hex())
         os.mkdir(self.compile_cache, 0o755)
-        self._server_requests: "queue.Queue[Optional[threading.Event]]" = queue.Queue()
+        self._server_requests: "queue.Queue[Optional[tuple[str, threading.Event]]]" = queue.Queue()
         threading.Thread(target=self._monitor, daemon=True).start()
         threading.Thread(target=self._server_keeper, daemon=True).start()
 
@@ -709,43 +788,47 @@ class WorkerPool:
     # ----------------------------------------------------------------- workers
 
     def _server_keeper(self) -> None:
-        """Starts the fork server, always from this one long-lived thread: a launcher that sets
+        """Starts the fork servers, always from this one long-lived thread: a launcher that sets
         the parent-death signal (the daemon's) ties the server's life to the thread that started
         it, which must not be a short-lived request thread."""
         while True:
-            done = self._server_requests.get()
-            if done is None:
+            got = self._server_requests.get()
+            if got is None:
                 return
+            kind, done = got
+            attr = "_server" if kind == "main" else "_compiler"
             with self._cond:
-                if not self._closed and (self._server is None or not self._server.alive()):
-                    old, self._server = self._server, None
-                    if old is not None:
-                        old.close()
+                current = getattr(self, attr)
+                if not self._closed and (current is None or not current.alive()):
+                    setattr(self, attr, None)
+                    if current is not None:
+                        current.close()
                     try:
-                        self._server = ForkServer(self)
+                        setattr(self, attr, ForkServer(self, None if kind == "main" else kind))
                     except OSError as e:
                         self._server_error = e
             done.set()
 
-    def _server_ready(self) -> ForkServer:
+    def _server_ready(self, kind: str = "main") -> ForkServer:
+        attr = "_server" if kind == "main" else "_compiler"
         with self._cond:
             if self._closed:
                 raise PoolError("the runner is shut down")
-            server = self._server
+            server = getattr(self, attr)
         if server is None or not server.alive():
             done = threading.Event()
-            self._server_requests.put(done)
+            self._server_requests.put((kind, done))
             done.wait()
             with self._cond:
-                server = self._server
+                server = getattr(self, attr)
             if server is None:
                 raise PoolError(f"could not start the worker fork server: {getattr(self, '_server_error', '')}")
         server.wait_ready(self.start_timeout)
         return server
 
-    def _spawn(self) -> Job:
+    def _spawn(self, kind: str = "main") -> Job:
         """Fork a worker and wait for its hello (its device, its sandbox)."""
-        server = self._server_ready()
+        server = self._server_ready(kind)
         with self._cond:
             self._numbers += 1
             job = Job(self, self._numbers)
@@ -769,6 +852,8 @@ class WorkerPool:
                     job.pid = job.find_worker()
                     pid = job.worker_pid()
                     job.netns = sandbox.namespace(pid, "net") if pid else ""
+                    if kind != "main":
+                        return job
                     with self._cond:
                         self._info = self._info or job.device
                     if job.device.is_gpu:  # no user code has run there yet: its warm-up's compiles
@@ -910,6 +995,54 @@ class WorkerPool:
         except PoolError as e:
             return e
 
+    def compile(self, request: dict, budget: Budget) -> list[dict]:
+        """The ahead-of-time compiles a CPU worker cannot make (``runner.aot.compile_request``:
+        the candidate tree and the launches to compile), in a compile worker: a job of a second
+        fork server that imported triton for compiling, sandboxed like every worker and used
+        once. What it reports is a claim, as the candidate's own report was: it prunes a
+        tuner's configs and is shown, it never makes a verdict. One report dict per job."""
+        jobs = request.get("jobs") if isinstance(request, dict) else None
+        if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+            return []
+
+        def failed(why: str) -> list[dict]:
+            return [{"kernel": str(j.get("kernel", "")), "arch": str(j.get("arch", "")), "num_warps": 0,
+                     "num_stages": 0, "fits": False, "error": why[:300], "variant": j.get("variant")}
+                    for j in jobs]
+        with self._cond:
+            job, self._compile_spare = self._compile_spare, None
+        try:
+            if job is None or not job.alive():
+                if job is not None:
+                    job.close()
+                job = self._spawn("compile")
+        except PoolError as e:
+            return failed(f"ahead-of-time compile could not start: {str(e).splitlines()[0]}")
+        threading.Thread(target=self._spare_compiler, daemon=True).start()
+        try:
+            reply = job.call({"op": "compile", "files": request.get("files"), "jobs": jobs}, None, budget)
+        except Stopped as e:
+            return failed(f"ahead-of-time compile stopped: {e.kind} {e.message}".strip())
+        finally:
+            job.close()
+        if "failure" in reply:
+            return failed(f"ahead-of-time compile failed: {reply['failure'].get('message', '')}")
+        out = reply.get("resources")
+        return out if isinstance(out, list) and len(out) == len(jobs) else failed(
+            "ahead-of-time compile gave no report per launch")
+
+    def _spare_compiler(self) -> None:
+        """One compile worker forked ahead of the next compile."""
+        try:
+            job = self._spawn("compile")
+        except PoolError:
+            return
+        with self._cond:
+            if self._compile_spare is None and not self._closed:
+                self._compile_spare, job = job, None
+        if job is not None:
+            job.close()
+
     def device_info(self) -> DeviceInfo:
         return self._info or self.warm(1)
 
@@ -917,12 +1050,13 @@ class WorkerPool:
         with self._cond:
             self._closed = True
             jobs = list(self._jobs.values())
-            server, self._server = self._server, None
+            servers = [x for x in (self._server, self._compiler) if x is not None]
+            self._server = self._compiler = self._compile_spare = None
             self._spares, self._refs = [], collections.OrderedDict()
             self._cond.notify_all()
         for j in jobs:
             j.close()
-        if server is not None:
+        for server in servers:
             server.close()
         self._server_requests.put(None)
         _remove_root(self.root)

@@ -16,6 +16,10 @@ judgment cannot be changed by a candidate. Per op (``runner.channel``):
   once more on the same inputs: elements where it disagrees with itself have no one right
   value; they are left out (and said so), unless they are most of a tensor, which then cannot
   be checked at all;
+* ``attach``: the next evaluation of the same reference (``pool.reference_digest``), with its
+  own options. What the reference computed for a case and trial (its inputs, record and
+  masks: the draws depend only on the seed) is kept for the next evaluations (``Memo``), so
+  that a tuner's many configs each cost one run of the candidate, not one of each side;
 * ``time_inputs`` (case): write the inputs to time on; ``time_alone`` (case): time the
   reference by itself, a figure the candidate's process cannot touch (the pool checks the
   reference's time beside the candidate against it).
@@ -39,6 +43,8 @@ from .units import separator_line
 RERUNS = 3
 """How many more runs of the reference, at most, look for elements that vary on a mismatch (on a
 GPU; one under the interpreter)."""
+MEMO_BYTES = 256 << 20
+"""The most tensor memory the reference keeps of its past runs for the next evaluations."""
 REST_SLACK_BYTES = 1 << 20
 """Device memory above what the reference held at its first rest that makes the next rest collect
 garbage before giving memory back."""
@@ -55,16 +61,22 @@ class ReferenceSide(Side):
         self.bf16_upcast = False
         self.ops = self.guards.OpRecorder(self.launches)
         self.rest_bytes: Optional[int] = None  # device memory held at rest after a full collection
+        self.memo = Memo(MEMO_BYTES)
+        self.memo_kernels: set[str] = set()  # kernels of runs given from the memo in this evaluation
 
     def handle(self, op: str, msg: dict) -> dict:
         if op == "load":
             return self.load()
-        if op == "attach":  # the next evaluation of the same reference
+        if op == "attach":  # the next evaluation of the same reference, with its own options
             from pathlib import Path
+
+            from . import schema
             self.xdir = Path(msg["exchange"])
+            self.retarget(schema.from_dict(schema.EvalRequest, msg["request"]))
             self.expected.clear()
             self.ops.ops.clear()
             self.launches.reset()
+            self.memo_kernels = set()
             return {}
         if op == "rest":  # between evaluations: hold no records, and no device memory it can give back
             return self.rest()
@@ -79,6 +91,13 @@ class ReferenceSide(Side):
             return self.time_alone(case)
         raise RuntimeError(f"unknown op '{op}'")
 
+    def retarget(self, req) -> None:
+        """The next evaluation's request: the same reference tree, target and input cases (the
+        pool matched them), its own options and candidate."""
+        self.req, self.opts = req, req.options
+        self.self_check = req.candidate is None
+        self.cand_target = req.candidate or req.target
+
     def rest(self) -> dict:
         """Between evaluations: drop the records, and give back the device memory they held.
         A full garbage collection (a quarter of a second in a process holding torch) runs only
@@ -90,11 +109,12 @@ class ReferenceSide(Side):
             gc.collect(1)
             return {}
         cuda = self.torch.cuda
-        if self.rest_bytes is None or cuda.memory_allocated() > self.rest_bytes + REST_SLACK_BYTES:
+        held = cuda.memory_allocated() - self.memo.device_bytes
+        if self.rest_bytes is None or held > self.rest_bytes + REST_SLACK_BYTES:
             gc.collect()
         cuda.empty_cache()  # an idle worker holds no cached blocks others could use
         if self.rest_bytes is None:
-            self.rest_bytes = cuda.memory_allocated()  # what the reference's own code keeps
+            self.rest_bytes = cuda.memory_allocated() - self.memo.device_bytes  # what the reference's own code keeps
         return {}
 
     # ----------------------------------------------------------------- load
@@ -207,11 +227,15 @@ class ReferenceSide(Side):
 
     def run_call(self, case: int, trial: int, seed: int) -> dict:
         label = self.found.cases[case].label
+        kept = self.memo.get((case, seed, False))
+        if kept is not None:
+            return self.from_memo(case, trial, kept)
         call = self.inputs(case, seed)
         call.args, call.kwargs = guard_inputs((tuple(call.args), dict(call.kwargs)))
         save(str(self.xdir / f"in-{case}-{trial}.pt"), {"args": list(call.args), "kwargs": call.kwargs})
         fn = self.function()
         channel.at("reference", label)
+        ops0, kernels0 = dict(self.ops.ops), len(self.launches.launches["reference"])
         try:
             rec = self.record_call(fn, clone_call(call), seed, PATTERN_A, self.ops)
             masks = {}
@@ -224,14 +248,47 @@ class ReferenceSide(Side):
             raise self.failure(e, "reference", f"{self.req.target.symbol} on case '{label}'") from None
         self.expected[(case, trial)] = (rec, masks, call)
         self.save_autotune_choices()
-        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob"),
-                "reads_outside": rec.get("reads_outside")}
+        reply = {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob"),
+                 "reads_outside": rec.get("reads_outside")}
+        self.memo.put((case, seed, False), self.memo_entry(ops0, kernels0, reply, rec, masks, call, None))
+        return reply
+
+    def memo_entry(self, ops0: dict, kernels0: int, reply: dict, rec, masks, call, timed) -> dict:
+        """What a later evaluation needs of this run: the record, masks and inputs (copies, so
+        that what the judge changes in its own is not kept), the run's own op counts and
+        kernels, and its reply."""
+        ops = {k: n - ops0.get(k, 0) for k, n in self.ops.ops.items() if n - ops0.get(k, 0)}
+        kernels = {x.kernel for x in self.launches.launches["reference"][kernels0:]}
+        # The judge leaves masked elements out of its record in place (``leave_out``): with
+        # masks, the memo keeps a copy of its own.
+        return {"rec": clone_layout(rec) if masks else rec, "masks": masks, "call": call, "timed": timed, "ops": ops,
+                "kernels": kernels, "reply": {k: v for k, v in reply.items() if k not in ("ops", "launches")}}
+
+    def from_memo(self, case: int, trial: int, kept: dict) -> dict:
+        """A run of an earlier evaluation on the same draw, as if it ran now: the candidate gets
+        the same inputs, the judge a copy of the same record; the counts go on as if it ran."""
+        call = kept["call"]
+        if call is not None:
+            save(str(self.xdir / f"in-{case}-{trial}.pt"), {"args": list(call.args), "kwargs": call.kwargs})
+        for k, n in kept["ops"].items():
+            self.ops.ops[k] = self.ops.ops.get(k, 0) + n
+        self.memo_kernels |= kept["kernels"]
+        if kept["timed"] is not None:
+            self.timed_calls[case] = kept["timed"]
+        rec = clone_layout(kept["rec"]) if kept["masks"] else kept["rec"]
+        self.expected[(case, trial)] = (rec, kept["masks"], call)
+        self.save_autotune_choices()
+        return {**kept["reply"], "ops": self.ops.compute_counts(), "launches": self.kernels(), "memo": True}
 
     def run_test(self, case: int, trial: int, seed: int) -> dict:
         test = self.tests[case]
         capture = trial == 0 and not self.interp and self.opts.timing
+        kept = self.memo.get((case, seed, capture))
+        if kept is not None:
+            return self.from_memo(case, trial, kept)
         channel.at("reference", test.label)
         timed: list = []
+        ops0, kernels0 = dict(self.ops.ops), len(self.launches.launches["reference"])
         try:
             rec, timed = self.record_test(self.module, self.req.target.path, test, seed, PATTERN_A,
                                           self.ops, capture)
@@ -261,15 +318,18 @@ class ReferenceSide(Side):
             shapes = f"{timed[0]['fn']}({shapes})"
         elif first is not None:
             shapes = f"{first['fn']}(...)"
-        return {"ops": self.ops.compute_counts(), "launches": self.kernels(), "shapes": shapes,
-                "raised": rec.get("message"), "oob": rec.get("oob"), "reads_outside": rec.get("reads_outside")}
+        reply = {"ops": self.ops.compute_counts(), "launches": self.kernels(), "shapes": shapes,
+                 "raised": rec.get("message"), "oob": rec.get("oob"), "reads_outside": rec.get("reads_outside")}
+        self.memo.put((case, seed, capture),
+                      self.memo_entry(ops0, kernels0, reply, rec, masks, None, timed if capture else None))
+        return reply
 
     def save_autotune_choices(self) -> None:
         """What the original's autotuners chose, for the candidate's process (``autotune_pin``)."""
         autotune_pin.save(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
 
     def kernels(self) -> list[str]:
-        return sorted({launch.kernel for launch in self.launches.launches["reference"]})
+        return sorted({launch.kernel for launch in self.launches.launches["reference"]} | self.memo_kernels)
 
     # ----------------------------------------------------------------- judging
 
@@ -302,6 +362,7 @@ class ReferenceSide(Side):
         more than half a tensor varies (nothing can be checked there). Otherwise the mismatch
         stands, described without the elements that vary."""
         varies: dict = {}
+        rec = clone_layout(rec)  # what varies is left out of this copy, not of the memo's record
         # The interpreter runs a kernel's programs one after another, the same way every time:
         # one more run shows what varies there; on a GPU a race may show only now and then.
         for k in range(1 if self.interp else RERUNS):
@@ -542,3 +603,64 @@ def _upcast_bf16(obj):
     if isinstance(obj, dict):
         return {k: _upcast_bf16(v) for k, v in obj.items()}
     return obj
+
+
+class Memo:
+    """The reference's past runs by (case, seed, captured for timing), kept while their tensors
+    fit in ``limit`` bytes (the oldest dropped first). Only runs that returned are kept: a
+    failure ends the worker."""
+
+    def __init__(self, limit: int):
+        import collections
+        self.limit = limit
+        self.entries: "collections.OrderedDict[tuple, tuple[dict, int, int]]" = collections.OrderedDict()
+        self.bytes = self.device_bytes = 0
+
+    def get(self, key: tuple) -> Optional[dict]:
+        got = self.entries.get(key)
+        if got is None:
+            return None
+        self.entries.move_to_end(key)
+        return got[0]
+
+    def put(self, key: tuple, entry: dict) -> None:
+        size, on_device = _nbytes(entry)
+        if size > self.limit:
+            return
+        self.drop(key)
+        self.entries[key] = (entry, size, on_device)
+        self.bytes += size
+        self.device_bytes += on_device
+        while self.bytes > self.limit:
+            self.drop(next(iter(self.entries)))
+
+    def drop(self, key: tuple) -> None:
+        got = self.entries.pop(key, None)
+        if got is not None:
+            self.bytes -= got[1]
+            self.device_bytes -= got[2]
+
+
+def _nbytes(obj: Any) -> tuple[int, int]:
+    """Bytes of the distinct storages under ``obj`` (records, masks, calls), and of those on a GPU."""
+    import torch
+    seen: dict = {}
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            try:
+                st = o.untyped_storage()
+                seen[(st.data_ptr(), o.device)] = (st.nbytes(), o.device.type != "cpu")
+            except Exception:
+                seen[id(o)] = (o.numel() * o.element_size(), o.device.type != "cpu")
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (list, tuple, set)):
+            for v in o:
+                walk(v)
+        elif isinstance(o, Call):
+            walk(o.args)
+            walk(o.kwargs)
+    walk(obj)
+    return sum(n for n, _ in seen.values()), sum(n for n, d in seen.values() if d)

@@ -283,6 +283,24 @@ def _minimal_dev(devices: list[tuple[int, str, bool]]) -> None:
     os.mkdir("/dev/pts", 0o755)
 
 
+# The parts of /proc that act on the whole machine, read-only as a container runtime keeps them
+# (the OCI runtime spec's defaults): with them so, /proc itself can stay writable.
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
+
+def _proc_writable() -> None:
+    """/proc writable again, but for its machine-wide parts. A GPU driver writes there as it
+    starts (on a read-only /proc, CUDA's cuInit fails with "OS call failed", error 304); what a
+    process may write under /proc/PID the kernel decides by that process's own rights."""
+    if not os.path.isdir("/proc/self"):
+        return
+    _set_read_only("/proc", False, recursive=False)
+    for path in _PROC_READ_ONLY:
+        if os.path.lexists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _set_read_only(path, True, recursive=True)
+
+
 def confine(scratch: str, shared: Optional[str] = None, hide: tuple[str, ...] = (),
             tmp_mb: int = TMP_MB, own_user_namespace: bool = True,
             keep: Optional[tuple[str, ...]] = None) -> dict[str, str]:
@@ -317,6 +335,7 @@ def confine(scratch: str, shared: Optional[str] = None, hide: tuple[str, ...] = 
         raise OSError(errno.EPERM, "cannot forbid user namespaces inside the job")
     devices = _open_devices()  # before /dev is replaced
     _set_read_only("/", True, recursive=True)
+    _proc_writable()
     facts = {"filesystem": "host read-only"}
     _minimal_dev(devices)
     # Sockets of the host's services (a container engine, D-Bus, a user's agents) can be
@@ -630,6 +649,13 @@ def _attempts(scratch: str, hide: tuple[str, ...], shared: Optional[str] = None)
         out["sockets_dirs"] = sorted(p for p in ("/run", "/var/run") if os.path.isdir(p) and os.listdir(p))
     except OSError as e:
         out["devices"] = [f"unreadable: {e}"]
+    out["proc_writable"] = []  # the machine-wide parts of /proc (_PROC_READ_ONLY)
+    for path in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger"):
+        try:
+            os.close(os.open(path, os.O_WRONLY))
+            out["proc_writable"].append(path)
+        except OSError:
+            pass
     try:
         tmp_name = os.path.join("/tmp", name)
         with open(tmp_name, "w") as f:
@@ -693,8 +719,9 @@ def judge_probe(got: dict) -> tuple[bool, dict[str, str]]:
             pass
     devices = got.get("devices") or []
     sockets = got.get("sockets_dirs") or []
+    proc = got.get("proc_writable") or []
     confined = bool(got.get("confined")) and not outside and not visible and bool(got.get("write_scratch")) \
-        and tmp_private and not devices and not sockets
+        and tmp_private and not devices and not sockets and not proc
     if confined:
         facts["filesystem"] = ("host read-only; writable: the job's own scratch and a private /tmp and "
                                "/dev/shm, gone with the job")
@@ -707,6 +734,8 @@ def judge_probe(got: dict) -> tuple[bool, dict[str, str]]:
                         else "the host's, with " + ", ".join(devices[:8]) + ("..." if len(devices) > 8 else ""))
     if sockets:
         facts["filesystem"] += "; the host's service sockets are reachable in " + ", ".join(sockets)
+    if proc:
+        facts["filesystem"] += "; machine-wide settings are writable: " + ", ".join(proc)
     facts["runner_state"] = ("hidden from the job" if not visible and got.get("confined")
                              else "VISIBLE to the job" + (f": {', '.join(visible)}" if visible else ""))
     facts["user_namespaces"] = ("cannot be created inside the job" if not got.get("user_namespace_inside")

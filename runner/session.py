@@ -199,15 +199,24 @@ class Session:
         return True
 
     def relay(self, job: Job) -> None:
-        """Hand what ``job`` (a side that just replied) wrote for the other side to it: each
-        side writes only in its own scratch and sees no other. Only regular files named for
-        that direction move (the reference's inputs, timing inputs and autotune choices; the
-        candidate's outputs), by rename, and only files with no other name (so none that the
-        writer could still change through a second link)."""
+        """Hand what ``job`` (a side that just replied) gave for the other side to it: each
+        side writes only in its own scratch and sees no other. Only what is named for that
+        direction moves (the reference's inputs, timing inputs and autotune choices; the
+        candidate's outputs): shared-memory files the pool checked are sealed (sent with the
+        other side's next op), and regular files, by rename, only those with no other name (so
+        none that the writer could still change through a second link)."""
         src = self.xdirs[id(job)]
         to_ref = job is self.cand
-        dst = self.xdirs[id(self.ref if to_ref else self.cand)]
+        other = self.ref if to_ref else self.cand
+        dst = self.xdirs[id(other)]
         allowed = FROM_CANDIDATE if to_ref else FROM_REFERENCE
+        # Shared memory (sealed memfds: runner.exchange) first, then files.
+        for name in list(job.outbox):
+            fd = job.outbox.pop(name)
+            if name.startswith(allowed) and ".tmp-" not in name:
+                other.hand(name, fd)
+            else:
+                os.close(fd)
         try:
             names = os.listdir(src)
         except OSError:
@@ -260,7 +269,12 @@ class Session:
             res = self.ask(self.cand, {"op": "aot"}, self.budget(self.opts.limits.run_s), None)
             if res is None:
                 return
-            self.v.resources(res.get("resources") or [])
+            resources = list(res.get("resources") or [])
+            if res.get("compile"):  # what the interpreter's process cannot compile (runner.aot)
+                t0 = time.monotonic()
+                resources += self.pool.compile(res["compile"], self.budget(self.opts.limits.run_s))
+                self.cand.compile_s += time.monotonic() - t0
+            self.v.resources(resources)
         if not self.gpu:
             self.v.result.timing_unavailable = ("CPU interpreter: correctness only, no timing; connect a GPU "
                                                 "runner (--runner URL or GEAK_RUNNER_URL) to measure speed")

@@ -26,11 +26,12 @@ def _touch(x_ptr, n, BLOCK: tl.constexpr):
 def warm(interpreter: bool) -> None:
     import torch
 
+    from . import channel
     from .exchange import load, save
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "w.pt")
-        save(path, {"y": torch.zeros(4), "n": [1, 2.0, None]})
-        load(path)
+    save("w.pt", {"y": torch.zeros(4), "n": [1, 2.0, None]})
+    channel.loop_back()
+    load("w.pt")
+    channel.forget_received()
     if interpreter:
         _touch[(1,)](torch.zeros(64), 64, BLOCK=64)
 
@@ -42,13 +43,15 @@ def _salted(x_ptr, n, SALT: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + SALT, mask=mask)
 
 
-def compile_pipeline() -> None:
+def compile_pipeline(both: bool = False) -> None:
     """In the fork server on a GPU box: one whole Triton compile, ahead of time, of a kernel no
     cache holds. A process's first compile costs about a second more than later ones (the
     compiler's backends, LLVM, ptxas's version); done here, once, before any fork, no worker
     pays it with its first candidate. The target is the backend's usual one (the GPU itself may
     not be asked: that would start its driver here); what is warmed does not depend on it.
-    Starts no thread and touches no GPU. Best effort: a failure here changes nothing else."""
+    Starts no thread and touches no GPU. Best effort: a failure here changes nothing else.
+    ``both``: warm the NVIDIA and the AMD backend (a compile worker's fork server compiles for
+    either)."""
     import random
 
     import torch
@@ -56,7 +59,9 @@ def compile_pipeline() -> None:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
-        target = GPUTarget("hip", "gfx942", 64) if torch.version.hip else GPUTarget("cuda", 90, 32)
+        targets = [GPUTarget("hip", "gfx942", 64) if torch.version.hip else GPUTarget("cuda", 90, 32)]
+        if both:
+            targets = [GPUTarget("cuda", 90, 32), GPUTarget("hip", "gfx942", 64)]
         salt = random.randint(1, 1 << 30)  # a kernel of its own: a cache hit would warm nothing
         src = ASTSource(_salted, signature={"x_ptr": "*fp32", "n": "i32", "SALT": "constexpr", "BLOCK": "constexpr"},
                         constexprs={"SALT": salt, "BLOCK": 128})
@@ -66,9 +71,11 @@ def compile_pipeline() -> None:
     with tempfile.TemporaryDirectory(prefix="geak-warm-") as d:
         os.environ["TRITON_CACHE_DIR"] = d  # nothing of it stays in any cache
         try:
-            triton.compile(src, target=target)
-        except Exception:
-            pass
+            for target in targets:
+                try:
+                    triton.compile(src, target=target)
+                except Exception:
+                    pass
         finally:
             if old is None:
                 os.environ.pop("TRITON_CACHE_DIR", None)

@@ -66,6 +66,24 @@ def prepare(requested: str) -> bool:
     import torch
 
     from . import devices
+    if requested == "compile":  # a compile worker's fork server (runner.aot): triton as the GPU has it
+        os.environ.pop("TRITON_INTERPRET", None)
+        import numpy  # noqa: F401
+        import triton  # noqa: F401
+
+        from . import aot, inputs, trees  # noqa: F401
+        try:
+            import triton.knobs as knobs
+            knobs.runtime.interpret = False
+        except Exception:
+            pass
+        from . import warmup
+        threads = len(os.listdir("/proc/self/task"))
+        warmup.compile_pipeline(both=True)  # each compile worker's first compile is then a usual one
+        if len(os.listdir("/proc/self/task")) != threads:
+            raise RuntimeError("warming up started a thread in the fork server; its workers would hang")
+        _STATE.update(requested=requested, gpu=False, launches=None)
+        return False
     if requested not in ("auto", "cuda", "rocm", "interpreter"):
         raise RuntimeError(f"unknown device '{requested}' (use auto, cuda, rocm or interpreter)")
     gpu = devices.gpu_present(requested)
@@ -161,7 +179,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             torch.cuda._cached_device_count = torch._C._cuda_getDeviceCount()
             from . import warmup
             warmup.gpu_worker()
-        info = devices.detect(requested)
+        info = devices.detect("interpreter" if requested == "compile" else requested)
     except BaseException as e:
         why = f"{type(e).__name__}: {e}"
         if _STATE.get("gpu"):
@@ -188,8 +206,11 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
         try:
             if op in ("load", "attach"):  # this evaluation's layer of the shared compile cache
                 os.environ["GEAK_TRITON_LAYER"] = str(msg.get("layer") or "")
+                channel.forget_received()  # what the last evaluation's other side handed over
             if op == "load":
                 role = _make_role(msg, Path(scratch))
+            elif op == "compile" and role is None and _STATE["requested"] == "compile":
+                role = _Compiles(scratch)
             if role is None:
                 raise RuntimeError(f"op '{op}' before 'load'")
             channel._current_phase[0] = "run" if _STATE["gpu"] else None
@@ -213,6 +234,22 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             channel.send({"event": "reply", "op": op, "failure": failure, "nonce": msg.get("nonce")})
             if failure.get("retire"):
                 return 0
+
+
+class _Compiles:
+    """A compile worker's one role: the ahead-of-time compiles a CPU worker cannot make."""
+
+    def __init__(self, scratch: str):
+        self.scratch = scratch
+
+    def handle(self, op: str, msg: dict) -> dict:
+        if op != "compile":
+            raise RuntimeError(f"unknown op '{op}' for a compile worker")
+        from .aot import compile_tree
+        files, jobs = msg.get("files"), msg.get("jobs")
+        if not isinstance(files, dict) or not isinstance(jobs, list):
+            raise RuntimeError("a compile request needs files and jobs")
+        return {"resources": compile_tree(os.path.join(self.scratch, "tree"), files, jobs, int(msg.get("seed") or 0))}
 
 
 def _make_role(msg: dict, scratch: Path):

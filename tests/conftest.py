@@ -102,6 +102,7 @@ def runner():
 class Project:
     def __init__(self, root: Path):
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         (root / "pyproject.toml").write_text("[project]\nname = 'userproj'\n")
 
     def write(self, rel: str, text: str) -> "Project":

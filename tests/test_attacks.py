@@ -448,7 +448,7 @@ def _tmpdir_of(pid: int) -> Path:
 def target(request, armed, outside_tmp, tmp_path_factory):
     kind = request.param
     if kind == "local":
-        r = LocalRunner(workers=2, device="interpreter")
+        r = LocalRunner(workers=2, device="auto")  # the GPU where there is one, else the interpreter
         t = Target("local", r, lambda: [Path(r.pool.root)], hidden=(armed,))
         close = r.close
     elif kind == "daemon":

@@ -3,29 +3,39 @@ shared compile layer (runner.tcache), as units."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 
+import pytest
 import torch
 
-from runner.exchange import (CANARY, PATTERN_A, PATTERN_B, Allocations, clone_layout, guard_inputs,
+from runner import channel
+
+from runner.exchange import (CANARY, PATTERN_A, PATTERN_B, SEALS, Allocations, clone_layout, guard_inputs,
                              NotTransferable, from_transfer, input_breaches, leave_out, load, save, to_plain,
                              to_transfer, unwritten)
 
 
-def test_layout_and_sharing_survive_a_copy_and_a_file(tmp_path):
+def test_layout_and_sharing_survive_a_copy_and_shared_memory(tmp_path):
     base = torch.randn(10, 8)
     a, b = base[2:, ::2], base[2:, 1::2]
-    for x, y in (clone_layout((a, b)), tuple(torch.load(_saved(tmp_path, (a, b)), weights_only=True))):
+    for x, y in (clone_layout((a, b)), tuple(load(_saved(tmp_path, (a, b))))):
         assert x.stride() == a.stride() and y.storage_offset() - x.storage_offset() == 1
         assert x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
         assert torch.equal(x, a) and torch.equal(y, b)
 
 
 def _saved(tmp_path, obj):
+    """``obj`` handed over as the pool hands it on: sealed shared memory, then received."""
     path = str(tmp_path / "x.pt")
     save(path, obj)
+    fd = channel._outbox["x.pt"]
+    assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS == SEALS  # nothing can change it any more
+    with pytest.raises(OSError):
+        os.write(fd, b"x")
+    channel.loop_back()
     return path
 
 
@@ -33,12 +43,19 @@ def test_files_with_anything_but_tensors_and_plain_values_are_refused(tmp_path):
     class Evil:
         def __reduce__(self):
             return (os.system, ("true",))
-    torch.save({"x": Evil()}, tmp_path / "evil.pt")
+    fd = os.memfd_create("evil.pt")
+    with open(fd, "wb", closefd=False) as f:
+        torch.save({"x": Evil()}, f)
+    channel.hand("evil.pt", fd)
+    channel.loop_back()
     try:
-        load(str(tmp_path / "evil.pt"))
+        load("evil.pt")
         raise AssertionError("loaded")
     except Exception as e:
         assert "tensors and plain" in str(e)
+    channel.forget_received()
+    with pytest.raises(Exception, match="was not written"):
+        load("evil.pt")
     # Objects in outputs are described, without their addresses, alike on both sides.
     assert to_plain(object())["repr"] == to_plain(object())["repr"]
 

@@ -769,6 +769,8 @@ def test_a_module_crosses_to_the_timing_process_with_its_weights_and_attributes(
             m.inner.weight.mul_(2.0)
         f = tmp_path / "t.pt"
         save(str(f), to_transfer([m, torch.ones(2, 8)], "task_home"))
+        from runner import channel
+        channel.loop_back()  # as the pool hands it to the other side
         m2, x = from_transfer(load(str(f)), home)
         assert type(m2) is Norm and isinstance(m2.inner, torch.nn.LayerNorm) and not m2.training
         assert m2.eps == 1e-5 and m2.name == "n" and m2.bias is None

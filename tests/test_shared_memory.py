@@ -1,0 +1,77 @@
+"""The evaluator's cheaper path for many configs: inputs and outputs in sealed shared memory,
+the reference's runs kept for the next evaluations of the same target (whatever their
+options), comparisons of identical results without the error arithmetic, and compiles for a
+GPU under the interpreter in a compile worker."""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import tempfile
+
+import torch
+
+from runner.compare import bitwise_equal, compare
+from runner.pool import _sealed
+
+STATEFUL = '''
+import torch
+
+CALLS = [0]
+
+
+def bump(x):
+    """Its result depends on how many times this process called it before."""
+    CALLS[0] += 1
+    return x + CALLS[0]
+
+
+def get_inputs():
+    return [torch.randn(64)]
+'''
+
+
+def test_the_pool_passes_on_only_sealed_shared_memory():
+    fd = os.memfd_create("x", os.MFD_ALLOW_SEALING)
+    os.write(fd, b"data")
+    assert not _sealed(fd)  # the writer could still change it
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    assert _sealed(fd)
+    os.close(fd)
+    with tempfile.TemporaryFile() as f:
+        assert not _sealed(f.fileno())  # a plain file: no seals at all
+    r, w = os.pipe()
+    assert not _sealed(r)
+    os.close(r)
+    os.close(w)
+
+
+def test_equal_values_compare_equal_and_an_infinity_is_no_large_number():
+    x = torch.tensor([1.0, float("nan"), float("inf"), -0.0])
+    c = compare(x, x.clone())
+    assert c.ok and c.max_abs == 0 and c.max_rel == 0
+    big = torch.tensor([torch.finfo(torch.float32).max])
+    assert not bitwise_equal(torch.tensor([math.inf]), big)
+    assert not compare(torch.tensor([math.inf]), big).ok
+    assert bitwise_equal(torch.tensor([float("nan")]), torch.tensor([float("nan")]))
+    z = torch.tensor([1 + 2j, complex(float("nan"), 1.0)])
+    assert bitwise_equal(z, z.clone()) and not bitwise_equal(z, z.conj())
+
+
+def test_the_reference_runs_once_per_draw_for_every_evaluation_of_the_target(runner, project):
+    """The reference worker keeps a draw's record for later evaluations, whatever their options:
+    a reference whose result depends on how often its process ran it gives the same record to
+    each. Without that, its second evaluation would expect x + 2 of a fresh candidate giving
+    x + 1."""
+    project.write("stateful.py", STATEFUL)
+    for options in ({"trials": 1}, {"trials": 1, "tolerance": {}}, {"trials": 2}, {"trials": 1, "aot_arch": "sm_90"}):
+        r = project.evaluate(runner, "stateful.py::bump", None, timing=False, **options)
+        assert r.correct, (options, r.status, r.message)
+
+
+def test_compiles_for_a_gpu_under_the_interpreter_report_resources(runner, project):
+    r = project.evaluate(runner, "ref.py::add_relu", None, trials=1, timing=False, aot_arch="sm_90")
+    assert r.correct, r.message
+    assert r.resources and all(k.error is None and k.registers for k in r.resources), r.resources
+    assert "compile" in r.phases
