@@ -181,7 +181,8 @@ class CandidateSide(Side):
                     rec = {"return": None, "calls": [], "raised": type(e).__name__, "message": f.message}
             else:
                 d = load(str(self.xdir / f"in-{case}-{trial}.pt"))
-                call = Call(tuple(d["args"]), dict(d["kwargs"]))
+                mine = (self.cand_module, self.ref_module)  # an object: this side's class of its name
+                call = Call(tuple(from_transfer(d["args"], *mine)), dict(from_transfer(d["kwargs"], *mine)))
                 fn = self.function("candidate")
                 channel.at("candidate", f"case {case}")
                 try:
@@ -294,8 +295,12 @@ class CandidateSide(Side):
                                  dict(from_transfer(clone_layout(c["kwargs"]), *mine)))
                 pairs.append(self._pair(ref_fn, cand_fn, calls[-1], cand_call))
         else:
-            calls.append(Call(tuple(data["args"]), dict(data["kwargs"])))
-            pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0]))
+            calls.append(Call(tuple(from_transfer(data["args"], self.ref_module)),
+                              dict(from_transfer(data["kwargs"], self.ref_module))))
+            mine = (self.cand_module, self.ref_module)
+            cand_call = Call(tuple(from_transfer(clone_layout(data["args"]), *mine)),
+                             dict(from_transfer(clone_layout(data["kwargs"]), *mine)))
+            pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0], cand_call))
         if not pairs:
             return {"timing": None}
         try:

@@ -232,7 +232,7 @@ class ReferenceSide(Side):
             return self.from_memo(case, trial, kept)
         call = self.inputs(case, seed)
         call.args, call.kwargs = guard_inputs((tuple(call.args), dict(call.kwargs)))
-        save(str(self.xdir / f"in-{case}-{trial}.pt"), {"args": list(call.args), "kwargs": call.kwargs})
+        self.hand_inputs(f"in-{case}-{trial}.pt", call, label)
         fn = self.function()
         channel.at("reference", label)
         ops0, kernels0 = dict(self.ops.ops), len(self.launches.launches["reference"])
@@ -269,7 +269,7 @@ class ReferenceSide(Side):
         the same inputs, the judge a copy of the same record; the counts go on as if it ran."""
         call = kept["call"]
         if call is not None:
-            save(str(self.xdir / f"in-{case}-{trial}.pt"), {"args": list(call.args), "kwargs": call.kwargs})
+            self.hand_inputs(f"in-{case}-{trial}.pt", call, self.found.cases[case].label)
         for k, n in kept["ops"].items():
             self.ops.ops[k] = self.ops.ops.get(k, 0) + n
         self.memo_kernels |= kept["kernels"]
@@ -527,8 +527,25 @@ class ReferenceSide(Side):
             save(path, calls)
             return {"calls": len(calls), "not_timed": sorted(set(left))}
         call = self.inputs(case, self.seed(case, 0))
-        save(path, {"args": list(call.args), "kwargs": call.kwargs})
+        self.hand_inputs(path, call, self.found.cases[case].label)
         return {"calls": 1}
+
+    def hand_inputs(self, name: str, call: Call, label: str) -> None:
+        """A call's inputs to the candidate's process: tensors as they are (layout kept), a
+        Triton dtype by name, an object of the file's own classes (a config, an ``nn.Module``)
+        by what it holds, rebuilt there from the candidate's class of that name
+        (``exchange.to_transfer``)."""
+        home = self.module.__name__
+        try:
+            data = {"args": to_transfer(list(call.args), home), "kwargs": to_transfer(dict(call.kwargs), home)}
+        except NotTransferable as e:
+            raise Failure("compile_error", "bad_inputs", "reference",
+                          f"{self.req.target.path}: case '{label}' passes a {e}, which cannot be handed to the "
+                          "candidate's process (tensors, numbers, strings, lists, tuples and dicts of them, Triton "
+                          "dtypes, nn.Modules and objects of the file's own classes can)",
+                          hint="build such an argument inside the function, or pass what it holds instead",
+                          file=self.req.target.path) from None
+        save(str(self.xdir / name), data)
 
     def time_alone(self, case: int) -> dict:
         """The reference by itself, timed the way the candidate's process times it (half the

@@ -75,3 +75,57 @@ def test_compiles_for_a_gpu_under_the_interpreter_report_resources(runner, proje
     assert r.correct, r.message
     assert r.resources and all(k.error is None and k.registers for k in r.resources), r.resources
     assert "compile" in r.phases
+
+
+CONFIGURED = '''
+import torch
+
+
+class Scale:
+    """An argument of the file's own class (KernelBench's get_inputs may return one)."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+
+def scaled(x, scale):
+    return x * scale.factor
+
+
+def get_inputs():
+    return [torch.randn(32), Scale(3.0)]
+'''
+
+OPAQUE = '''
+import threading
+
+import torch
+
+
+def locked(x, lock):
+    with lock:
+        return x + 1
+
+
+def get_inputs():
+    return [torch.randn(8), threading.Lock()]
+'''
+
+
+def test_an_input_of_the_files_own_class_reaches_the_candidate_as_its_own_class(runner, project):
+    project.write("scaled.py", CONFIGURED)
+    project.write("scaled2.py", CONFIGURED.replace("return x * scale.factor", "return scale.factor * x"))
+    r = project.evaluate(runner, "scaled.py::scaled", "scaled2.py::scaled", trials=1, timing=False,
+                         require_triton=False)
+    assert r.correct, (r.status, r.message)
+    project.write("scaled3.py", CONFIGURED.replace("return x * scale.factor", "return x * (scale.factor + 1)"))
+    r = project.evaluate(runner, "scaled.py::scaled", "scaled3.py::scaled", trials=1, timing=False,
+                         require_triton=False)
+    assert r.status == "mismatch", (r.status, r.message)
+
+
+def test_an_input_that_cannot_cross_is_said_in_the_users_terms(runner, project):
+    project.write("locked.py", OPAQUE)
+    r = project.evaluate(runner, "locked.py::locked", None, trials=1, timing=False)
+    assert r.status != "crashed" and r.error is not None and r.error.kind == "bad_inputs", (r.status, r.message)
+    assert "cannot be handed to the candidate's process" in r.message and "lock" in r.message.lower(), r.message
