@@ -56,6 +56,8 @@ class Comparison:
     max_rel: float = 0.0
     detail: Optional[str] = None
     structure: bool = False  # a difference of shape, type or length
+    no_answer: bool = False  # the original's own results vary there: nothing can be checked
+    number: bool = False  # the first difference is of a plain number (a test's .item(), a norm)
 
     def fail(self, detail: str) -> "Comparison":
         if self.ok:
@@ -72,7 +74,7 @@ class Comparison:
         self.max_abs = max(self.max_abs, other.max_abs)
         self.max_rel = max(self.max_rel, other.max_rel)
         if not other.ok and self.ok:
-            self.structure = other.structure
+            self.structure, self.number = other.structure, other.number
         if not other.ok:
             self.fail(other.detail or "mismatch")
 
@@ -204,6 +206,7 @@ def compare(expected: Any, actual: Any, tols: Optional[dict[str, Tolerance]] = N
     if isinstance(expected, float) or isinstance(actual, float):
         if not isinstance(actual, (int, float)):
             return c.structural(f"{path}: expected a number, got {type(actual).__name__}")
+        c.number = True  # kept only if this comparison fails
         t = tolerance_for(_PY_FLOAT, tols)
         e, a = float(expected), float(actual)
         if math.isnan(e) or math.isnan(a):

@@ -352,8 +352,13 @@ class ReferenceSide(Side):
         if not c.ok and not c.structure:
             c, notes = self.recheck(case, trial, rec, masks, call, out, c, notes)
         detail = c.detail if c.ok else _with_reads(c.detail, rec, got)
+        # A number (a test's norm or .item()) that differs where the original reads memory
+        # outside its tensors has no one right value: it mixes in what lies beside them, which
+        # another process lays out otherwise, and a number cannot be left out in part. (Tensor
+        # elements that depend on such reads are left out by the reruns above.)
+        no_answer = c.no_answer or (not c.ok and c.number and bool(rec.get("reads_outside")))
         return {"passed": c.ok, "detail": detail, "max_abs": _finite(c.max_abs), "max_rel": _finite(c.max_rel),
-                "left_out": notes}
+                "left_out": notes, "no_answer": no_answer}
 
     def recheck(self, case: int, trial: int, rec: dict, masks: dict, call: Optional[Call], out: str,
                 c: Comparison, notes: list) -> tuple[Comparison, list]:
@@ -377,7 +382,8 @@ class ReferenceSide(Side):
                 if numbers:  # a number that varies is all of it: nothing there can be checked
                     path, a, b = numbers[0]
                     more = f" (and {len(numbers) - 1} more number(s))" if len(numbers) > 1 else ""
-                    return Comparison().fail(
+                    c = Comparison(no_answer=True)
+                    return c.fail(
                         f"the original's own results differ between runs on the same inputs: {_key_label(k)}{path}: "
                         f"{a!r}, then {b!r}{more}; there is no one right answer to check against (a race, "
                         "atomics, or a read of memory the original never wrote or that lies outside its "
@@ -394,7 +400,7 @@ class ReferenceSide(Side):
                 continue
             most = _mostly(rec, varies)
             if most:
-                c = Comparison()
+                c = Comparison(no_answer=True)
                 return c.fail(f"the original's own results differ between runs on the same inputs: {most}; "
                               "there is no one right answer to check against (a race, atomics, or a read "
                               "of memory the original never wrote or that lies outside its tensors?)"), notes

@@ -202,7 +202,9 @@ class ErrorInfo:
     kind: str
     """syntax_error | missing_symbol | no_inputs | bad_inputs | signature_mismatch | import_error |
     compile_error | runtime_error | out_of_memory | illegal_memory_access | segfault | timeout |
-    host_oom | worker_died | bad_request | internal"""
+    host_oom | worker_died | bad_request | internal | original_fails_here (the original's own
+    test fails on this device) | original_varies (the original's results differ between runs on
+    the same inputs: nothing can be checked)"""
     message: str
     side: str = "candidate"  # reference | candidate | harness
     file: Optional[str] = None

@@ -181,6 +181,14 @@ class Verdict:
             return True
         cr.passed = False
         cr.detail = f"{reply.get('detail') or 'outputs differ'} (seed {seed})"
+        if reply.get("no_answer"):
+            # Not the candidate's fault: the original gives different results on the same
+            # inputs (it reads memory outside its tensors, or races), so there is nothing to
+            # check the candidate against there.
+            self.crashed("runtime_error", "original_varies", "reference",
+                         f"{cr.label}: cannot be checked: {cr.detail}",
+                         hint="make the original deterministic (mask its loads to its tensors; no races), or "
+                              "check another case (--cases)")
         return False
 
     # ----------------------------------------------------------------- anti-cheat

@@ -347,9 +347,15 @@ def test_an_original_that_differs_from_itself_almost_everywhere_cannot_be_checke
     p = Project(tmp_path)
     p.write("ref.py", RACY.format(factor="2.0", racy="600"))
     r = p.evaluate(runner, "ref.py::twice")
-    assert r.status == "mismatch" and not r.correct, r.message
+    # Not a wrong answer of the candidate's: nothing can be checked, and the verdict says whose it is.
+    assert r.status == "runtime_error" and not r.correct, r.message
+    assert r.error.kind == "original_varies" and r.error.side == "reference", r.error
+    assert "cannot be checked" in r.message and "output: 600 of 1,000" in r.message, r.message
     assert "the original's own results differ between runs on the same inputs: output: 600 of 1,000" \
         in r.cases[0].detail, r.cases[0].detail
+    p.write("copy_of_ref.py", RACY.format(factor="2.0", racy="600"))
+    r = p.evaluate(runner, "ref.py::twice", "copy_of_ref.py::twice")
+    assert r.status == "runtime_error" and r.error.kind == "original_varies", (r.status, r.message)
 
 
 # An autotuned kernel whose configs give different answers, and a process-dependent pruning
@@ -442,7 +448,7 @@ def test_a_number_the_original_gives_other_values_on_each_run_is_said_so_not_a_b
     p.write("task.py", HALF_WRITTEN_NORM.format(written="x.numel() // 2"))
     p.write("cand.py", HALF_WRITTEN_NORM.format(written="x.numel()"))
     r = p.evaluate(runner, "task.py::copy", "cand.py::copy", trials=1)
-    assert r.status == "mismatch" and not r.correct, r.message
+    assert r.status == "runtime_error" and not r.correct and r.error.kind == "original_varies", r.message
     assert "the original's own results differ between runs on the same inputs: test result['norm']: nan, then" \
         in r.cases[0].detail, r.cases[0].detail
 
@@ -503,6 +509,13 @@ def test_an_original_that_reads_outside_its_tensors_is_said_so(tmp_path, runner)
     notes = [f.message for f in r.flags if f.code == "reference_note"]
     assert any("the original reads outside its tensors (mul_kernel reads 299 element(s) outside the tensors "
                "it is given, up to 1,196 bytes past the end of one)" in n for n in notes), (r.message, notes)
+    # Its byte-identical copy is never called wrong: where the two processes' memory around the
+    # tensors differs, the verdict is that nothing can be checked there.
+    p.write("copy_of_task.py", GRAD_WITH_INPUT_STRIDES)
+    for _ in range(3):
+        c = p.evaluate(runner, "task.py::double", "copy_of_task.py::double", trials=1)
+        assert c.correct or (c.status == "runtime_error" and c.error.kind == "original_varies"
+                             and c.error.side == "reference"), (c.status, c.message)
     # A kernel that reads only its own elements is not flagged.
     p.write("task.py", GRAD_WITH_INPUT_STRIDES.replace("return _mul(g, ctx.stride)",
                                                        "return _mul(g.contiguous(), 1)"))
