@@ -333,9 +333,3 @@ def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: in
         r.variant = j.get("variant")
         out.append(to_dict(r))
     return out
-
-
-def failed(jobs: list[dict], why: str) -> list[KernelResources]:
-    """Each job's report when its compile could not run at all."""
-    return [KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
-                            error=why[:300], variant=j.get("variant")) for j in jobs]
