@@ -6,7 +6,7 @@ observes (Triton launches, PyTorch compute, streams, threads, replaced library f
 into the reference) can only make a verdict worse. Per op (``runner.channel``):
 
 * ``load``: import the reference tree (to time it) and the candidate tree, with tripwires where
-  a candidate could reach the reference symbol; check the signature; static suspicion flags;
+  a candidate could reach the reference symbol; check the signature;
 * ``candidate`` (case, trial): run the candidate on the inputs the reference's worker wrote (or
   run the test, unit ``tests``), observed, and write its record for the judge;
 * ``observe``: what the candidate did over all its calls;
@@ -59,8 +59,6 @@ class CandidateSide(Side):
     # ----------------------------------------------------------------- load
 
     def load(self) -> dict:
-        from .schema import to_dict
-        from .source import static_flags
         req, ct = self.req, self.cand_target
         channel.at("reference", "import")
         self.ref_module = self.import_side("reference", req.target.path)
@@ -72,16 +70,14 @@ class CandidateSide(Side):
         self.cand_obj = self.resolve(self.cand_module, ct.symbol, "candidate", ct.path)
         if not self.self_check and ct.symbol != req.target.symbol and self.unit == "symbol":
             self._arm(self.cand_module, req.target.symbol)
-        flags = []
         if self.unit == "tests":
             text = {**req.files, **req.candidate_files}.get(ct.path, "")
             self.tests, _ = unit_tests(self.cand_module, separator_line(text) or 0)
         elif not self.self_check:
             self.check_signatures()
-        if not self.self_check:
-            text = {**req.files, **req.candidate_files}.get(ct.path, "")
-            flags = [to_dict(f) for f in static_flags(text, ct.path, ct.symbol, req.target.symbol)]
-        return {"flags": flags, "tampered": self.integrity.changed()}
+        # The static flags of the candidate's files are the pool's own (source.candidate_flags):
+        # this process imported the candidate, so it reports only what it saw change.
+        return {"tampered": self.integrity.changed()}
 
     def arm_tripwires(self, root: Path) -> None:
         """The candidate's tree has its own copy of the target file; a candidate that imports it

@@ -124,8 +124,6 @@ class Verdict:
         return run
 
     def loaded_candidate(self, reply: dict) -> None:
-        # The candidate's worker sends static flags of its own too: a claim of the process that
-        # imported the candidate, about files this process has read itself (static_checks).
         tampered = reply.get("tampered") or []
         if tampered and not self.self_check:
             self.reject("tampering", "importing the candidate replaced " + ", ".join(map(str, tampered[:6]))
