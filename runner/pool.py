@@ -364,10 +364,13 @@ class Job:
         return sandbox.descendants(self.keeper) if self.keeper else []
 
     def kill(self, kind: Optional[str] = None, message: str = "") -> None:
+        """SIGKILL the job's whole process tree. Returns once every process in it has had its
+        signal (none of them runs its code again), not once they are gone: a process with a CUDA
+        context takes tens of milliseconds to die, and the fork server reaps them."""
         if kind and self.killed is None:
             self.killed = (kind, message)
         if self.keeper is not None:
-            sandbox.kill_tree(self.keeper)
+            sandbox.kill_tree(self.keeper, wait=False)
         self.clean = False
 
     def close(self) -> None:

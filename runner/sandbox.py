@@ -523,13 +523,24 @@ def memory_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def kill_tree(root: int, include_root: bool = True, rounds: int = 100) -> int:
+def kill_tree(root: int, include_root: bool = True, rounds: int = 100, wait: bool = True) -> int:
     """SIGKILL every process below ``root`` until none is left, then ``root``. The root goes
     last: as a subreaper it keeps the orphans of killed processes below it, so a process forked
-    while the sweep runs is found by the next round. Returns how many were signalled."""
+    while the sweep runs is found by the next round. Returns how many were signalled.
+
+    ``wait=False``: stop once every live process below ``root`` has had its SIGKILL, without
+    waiting for them to finish dying (a process with a CUDA context takes tens of milliseconds
+    to). A process with a SIGKILL delivered runs no more of its code and can no longer fork (the
+    kernel abandons a fork that a fatal signal interrupts), so the tree can do nothing more; a
+    child forked just before its parent's signal is in ``/proc`` by the next round, and is
+    signalled there. Processes are told apart by pid and start time, so a reused pid is new.
+    Whoever reaps them (the keeper, or the fork server for the keeper's orphans) does so later."""
     signalled = 0
+    seen: set[tuple[int, int]] = set()
     for _ in range(rounds):
         pids = descendants(root)
+        if not wait:
+            pids = [p for p in pids if (p, _started(p)) not in seen]
         if not pids:
             break
         for pid in pids:
@@ -538,7 +549,10 @@ def kill_tree(root: int, include_root: bool = True, rounds: int = 100) -> int:
                 signalled += 1
             except (ProcessLookupError, PermissionError):
                 pass
-        time.sleep(0.005)
+            if not wait:
+                seen.add((pid, _started(pid)))
+        if wait:
+            time.sleep(0.005)
     if include_root and alive(root):
         try:
             os.kill(root, signal.SIGKILL)
@@ -546,6 +560,16 @@ def kill_tree(root: int, include_root: bool = True, rounds: int = 100) -> int:
         except (ProcessLookupError, PermissionError):
             pass
     return signalled
+
+
+def _started(pid: int) -> int:
+    """A process's start time (clock ticks since boot; -1 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rfind(b")") + 2:].split()[19])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 # --------------------------------------------------------------------------- the self-test

@@ -231,7 +231,7 @@ def main() -> int:
                 table = sandbox.process_table()
                 for pid, ppid in table.items():
                     if ppid == me and pid not in jobs:
-                        sandbox.kill_tree(pid)
+                        sandbox.kill_tree(pid, wait=False)  # reaped by the waitpid above, later
     finally:
         for pid in list(jobs):
             sandbox.kill_tree(pid)
