@@ -159,3 +159,16 @@ def relay(mark: Path) -> Path:
     _RELAYS[mark] = fifo
     atexit.register(lambda: (os.close(keep), shutil.rmtree(d, ignore_errors=True)))
     return fifo
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A module skipped as a whole (a missing optional part: Ray, Neovim) is said in one line
+    even under ``-q``, with what to install: otherwise ``-q`` shows only a count of skips."""
+    seen = set()
+    for rep in terminalreporter.stats.get("skipped", []):
+        if "::" in rep.nodeid or not isinstance(rep.longrepr, tuple):
+            continue
+        reason = str(rep.longrepr[2]).removeprefix("Skipped: ")
+        if (rep.nodeid, reason) not in seen:
+            seen.add((rep.nodeid, reason))
+            terminalreporter.write_line(f"skipped as a whole: {rep.nodeid}: {reason}")
