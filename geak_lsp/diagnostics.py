@@ -1,9 +1,11 @@
 """Diagnostics on targets: what the last job found, kept per document and per target.
 
 Information: a verified result (speedup, or "correct, not timed"), a correct benchmark.
-Warning: the original failing its own inputs, candidates that failed (with the reason), a
-result that was not applied because the document changed. When the target's source changes,
-its findings are marked stale (Hint, "stale:"), not silently kept as if they still held.
+Warning: the original failing its own inputs, a job that could not run, a result that was not
+applied because the document changed. Candidates that failed are about GEAK's attempts, not the
+user's code: a Hint (no squiggle, not in VS Code's Problems panel), dropped once a result is
+applied; the results view lists them. When the target's source changes, its findings are marked
+stale (Hint, "stale:"), not silently kept as if they still held.
 """
 
 from __future__ import annotations

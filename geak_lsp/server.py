@@ -57,7 +57,7 @@ log = logging.getLogger("geak_lsp")
 ANNOTATION = "geak-result"
 QUICK_WAIT_S = 0.3
 """How long a code action or hover waits for a large document's background parse."""
-INFO, WARN = t.DiagnosticSeverity.Information, t.DiagnosticSeverity.Warning
+INFO, WARN, HINT = t.DiagnosticSeverity.Information, t.DiagnosticSeverity.Warning, t.DiagnosticSeverity.Hint
 
 
 class UserFacing(Exception):
@@ -471,7 +471,8 @@ class GeakServer(LanguageServer):
         elif job.token:
             self.work_done_progress.report(job.token, t.WorkDoneProgressReport(message=ready, percentage=100))
         if await self._apply(job.uri, doc.version, doc.source, job.merge, title, out):
-            findings[:] = [Finding(f.name, result_hash, f.severity, f.message, f.code) for f in findings]
+            findings[:] = [Finding(f.name, result_hash, f.severity, f.message, f.code) for f in findings
+                           if f.code not in AFTER_APPLY_GONE]
             return f"applied: {out.message}", progress_open
         self.pending[job.uri] = Pending(job, out.source, title, job.source_hash, result_hash)
         findings.append(Finding(job.name, job.source_hash, INFO,
@@ -546,7 +547,9 @@ class GeakServer(LanguageServer):
         if failed:
             shown = "; ".join(f"{f.what}: {f.reason[:200]}" for f in failed[:4])
             more = f" (and {len(failed) - 4} more)" if len(failed) > 4 else ""
-            fs.append(Finding(name, h, WARN, f"GEAK: {len(failed)} candidate(s) failed: {shown}{more}",
+            # About the candidates, not the user's code: a Hint (no squiggle, not in the Problems
+            # panel), gone once a result is applied; the results view lists each one.
+            fs.append(Finding(name, h, HINT, f"GEAK: {len(failed)} candidate(s) failed: {shown}{more}",
                               "candidates-failed"))
         return fs
 
@@ -622,8 +625,12 @@ class GeakServer(LanguageServer):
                 self.pending.pop(uri, None)
                 fs = self.diags.findings(uri).get(p.job.name, [])
                 self.diags.set(uri, p.job.name, [Finding(f.name, p.result_hash, f.severity, f.message, f.code)
-                                                 for f in fs if f.code != "not-applied"])
+                                                 for f in fs if f.code not in AFTER_APPLY_GONE])
         self.publish(uri)
+
+
+AFTER_APPLY_GONE = ("not-applied", "candidates-failed")
+"""Findings that no longer say anything once the result is the code."""
 
 
 def _apply_title(out: "Outcome") -> str:

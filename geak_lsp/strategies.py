@@ -21,6 +21,7 @@ from runner.schema import EvalRequest, EvalResult
 
 from .settings import Settings
 from .store import CandidateRecord, CaseRecord, case_records
+from .wording import editor_words
 
 if TYPE_CHECKING:  # the agent is imported in the job thread, on first use
     from agent.outcome import Outcome
@@ -140,7 +141,7 @@ def reason(r: EvalResult) -> str:
     msg = r.message
     if r.error and r.error.hint:
         msg += f" — {r.error.hint}"
-    return msg
+    return editor_words(msg)
 
 
 def device_text(d) -> str:
@@ -161,7 +162,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
         passed = sum(1 for c in base.cases if c.passed)
         out.message = (f"correct on {passed} case(s) on {device_text(base.device)}; "
                        + (f"Σ {base.timing.ref_ms:.4f} ms" if base.timing else
-                          f"not timed ({base.timing_unavailable or 'no timing'})"))
+                          f"not timed ({editor_words(base.timing_unavailable or 'no timing')})"))
     else:
         out.message = f"fails its own inputs: {reason(base)}"
     return out
@@ -192,7 +193,7 @@ def optimize_target(runner, request: EvalRequest, settings: Settings, ctx: JobCo
                        _progress(ctx, settings, strategy, request.target.symbol))
     except ProviderError as e:
         return Outcome(strategy="llm", message=f"the {settings.provider} provider: {e.message}")
-    out.message = _worded(out, settings)
+    out.message = editor_words(_worded(out, settings))
     return out
 
 
@@ -245,7 +246,8 @@ def _worded(out: "Outcome", settings: Settings) -> str:
 
 def failures(out: "Outcome") -> list[Failure]:
     """The configs or candidates that ran and failed, with why."""
-    return [Failure(t.label, f"{t.verdict}: {t.message}" if out.strategy == "tune" else (t.message or t.verdict))
+    return [Failure(t.label, editor_words(f"{t.verdict}: {t.message}" if out.strategy == "tune"
+                                          else (t.message or t.verdict)))
             for t in out.tried if t.ran and not t.correct]
 
 
