@@ -32,6 +32,31 @@ def get_inputs():
 '''
 
 
+ONCE_ODD = '''
+import torch
+
+CALLS = [0]
+
+
+def bump(x):
+    """Its second run in this process, and only that one, gives another result."""
+    CALLS[0] += 1
+    return x + (100.0 if CALLS[0] == 2 else 1.0)
+
+
+def get_inputs():
+    return [torch.randn(64)]
+'''
+
+WRONG = '''
+import torch
+
+
+def bump(x):
+    return x + 5.0
+'''
+
+
 def test_the_pool_passes_on_only_sealed_shared_memory():
     fd = os.memfd_create("x", os.MFD_ALLOW_SEALING)
     os.write(fd, b"data")
@@ -129,3 +154,19 @@ def test_an_input_that_cannot_cross_is_said_in_the_users_terms(runner, project):
     r = project.evaluate(runner, "locked.py::locked", None, trials=1, timing=False)
     assert r.status != "crashed" and r.error is not None and r.error.kind == "bad_inputs", (r.status, r.message)
     assert "cannot be handed to the candidate's process" in r.message and "lock" in r.message.lower(), r.message
+
+
+def test_every_config_that_mismatches_is_judged_against_the_same_reruns(runner, project):
+    """A mismatch makes the reference run again on the same draw, to find what varies. The
+    reruns are kept with the draw's record: a second wrong candidate is judged against the
+    same reruns as the first, so both get the same verdict ('cannot be checked': the original
+    gave another result on its second run), and the search pays for them once. Were the second
+    judged against a fresh rerun (the third run: x + 1 again), nothing would vary, and it alone
+    would get a plain mismatch."""
+    project.write("odd.py", ONCE_ODD).write("wrong.py", WRONG)
+    kinds = []
+    for _ in range(2):
+        r = project.evaluate(runner, "odd.py::bump", "wrong.py::bump", timing=False, trials=1)
+        assert not r.correct
+        kinds.append((r.status, r.error.kind if r.error else None))
+    assert kinds[0] == kinds[1] == ("runtime_error", "original_varies"), kinds
