@@ -2,6 +2,8 @@
  * Pure (no vscode import): the last lines the server wrote to stderr, and the message built
  * from them. */
 
+import { checkoutWords, installCommand } from "./install";
+
 /** The last lines a server process wrote to stderr. */
 export class StderrTail {
   private readonly lines: string[] = [];
@@ -31,20 +33,23 @@ export interface StartFailure {
   fix?: string;
 }
 
-/** The one message for a server that did not start, or stopped and will not be restarted. */
-export function serverFailure(python: string, reason: string | undefined, when: "start" | "stopped"): StartFailure {
-  const q = python.includes(" ") ? `"${python}"` : python;
+/** The one message for a server that did not start, or stopped and will not be restarted.
+ * ``checkout``: a GEAK checkout to install from, if known (the installed one, or a workspace folder). */
+export function serverFailure(python: string, reason: string | undefined, when: "start" | "stopped",
+  checkout?: string): StartFailure {
   const what = when === "start"
     ? "GEAK: the language server did not start"
     : "GEAK: the language server stopped and was not restarted";
   const why = reason ? `: ${reason.replace(/\.$/, "")}` : "";
   if (reason && /unrecognized arguments|no such option/i.test(reason)) {
-    const fix = `${q} -m pip install -U geak`;
-    return { message: `${what}${why}. The GEAK in ${python} is older than this extension: update it (${fix}), then Restart.`, fix };
+    const fix = installCommand(python, checkout);
+    return { message: `${what}${why}. The GEAK in ${python} is older than this extension: update ${checkoutWords(checkout)} ` +
+      `and reinstall it (${fix}), then Restart.`, fix };
   }
   if (reason && /ModuleNotFoundError|ImportError/.test(reason)) {
-    const fix = `${q} -m pip install geak`;
-    return { message: `${what}${why}. Install GEAK in ${python} (${fix}), or set geak.interpreter to a Python that has it.`, fix };
+    const fix = installCommand(python, checkout);
+    return { message: `${what}${why}. Install GEAK in ${python} from ${checkoutWords(checkout)} (${fix}), or set ` +
+      "geak.interpreter to a Python that has it.", fix };
   }
   return { message: `${what}${why}. Its output is in the GEAK log (${python} -m geak_lsp); geak.interpreter chooses the Python.` };
 }

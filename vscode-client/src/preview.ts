@@ -1,10 +1,15 @@
 /** Preview before apply: an edit from the server whose change annotation needs confirmation is
- * shown as a diff (current text against the result) and applied only when the user accepts.
+ * shown as a diff (the text now against the result) and applied only when the user accepts.
  *
- * The choice stays on screen for as long as the diff is open: **Apply** and **Discard** are
- * buttons in the diff's title bar (commands geak.previewApply / geak.previewDiscard), and a
- * notification that says so stays until the choice is made (its Cancel discards). Closing the
- * diff discards. */
+ * The change is in view: the diff opens at the first changed line, with word wrap on in both
+ * panes (a changed line wider than a pane was cut off on the right). Both sides are snapshots
+ * (virtual documents), so the wrap, which VS Code keeps per document, never reaches the user's own
+ * editor of the file.
+ *
+ * The choice stays on screen for as long as the diff is open: named **Apply** / **Discard** links
+ * in a notification that stays until the choice is made (its Cancel discards), the same two as
+ * buttons in the status bar, and ✓ / ↺ in the diff's title bar (commands geak.previewApply /
+ * geak.previewDiscard). Closing the diff discards. */
 
 import * as vscode from "vscode";
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult, TextDocumentEdit, TextEdit } from "vscode-languageclient";
@@ -66,8 +71,8 @@ export class PreviewChoices implements vscode.Disposable {
   /** From the title-bar buttons (with the diff's URI) or the notification. Without a URI: the
    * preview opened last. Returns whether a preview was waiting. */
   decide(choice: Choice, right?: vscode.Uri | unknown): boolean {
-    const key = right instanceof vscode.Uri && right.scheme === PREVIEW_SCHEME
-      ? right.toString() : this.order[this.order.length - 1];
+    const given = right instanceof vscode.Uri ? right.toString() : typeof right === "string" ? right : undefined;
+    const key = given && given.startsWith(`${PREVIEW_SCHEME}:`) ? given : this.order[this.order.length - 1];
     const resolve = key ? this.waiting.get(key) : undefined;
     if (!key || !resolve) return false;
     this.waiting.delete(key);
@@ -118,12 +123,69 @@ export function confirmation(params: ApplyWorkspaceEditParams): { label: string;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Next = (params: ApplyWorkspaceEditParams, ...rest: any[]) => any;
 
-export const ASK = "review the diff, then Apply (✓) or Discard (↺) at the top right of the diff; Cancel discards";
+/** The notification's text: the named choices as command links for the preview ``right``. */
+export function ask(right?: vscode.Uri): string {
+  const arg = right ? `?${encodeURIComponent(JSON.stringify([right.toString()]))}` : "";
+  return `review the change in the diff, then [Apply](command:geak.previewApply${arg}) or ` +
+    `[Discard](command:geak.previewDiscard${arg}) (also ✓ / ↺ above the diff)`;
+}
+
+/** The first line where ``after`` differs from ``before`` (0 when none does). */
+export function firstChangedLine(before: string, after: string): number {
+  const a = before.split("\n");
+  const b = after.split("\n");
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return a.length === b.length ? 0 : Math.max(0, n - 1);
+}
+
+/** Does the diff editor wrap lines already (diffEditor.wordWrap, else editor.wordWrap)? */
+function diffWraps(uri: vscode.Uri): boolean {
+  const diff = vscode.workspace.getConfiguration("diffEditor", { uri, languageId: "python" }).get<string>("wordWrap", "inherit");
+  if (diff !== "inherit") return diff === "on";
+  return vscode.workspace.getConfiguration("editor", { uri, languageId: "python" }).get<string>("wordWrap", "off") !== "off";
+}
+
+/** Word wrap on in both panes of the diff just opened (VS Code's toggle, which in a diff editor
+ * sets both sides), when the diff is the active editor and does not wrap already. */
+async function wrapDiff(right: vscode.Uri): Promise<void> {
+  if (diffWraps(right)) return;
+  const isDiff = () => vscode.window.activeTextEditor?.document.uri.toString() === right.toString();
+  if (!isDiff() && vscode.window.onDidChangeActiveTextEditor) {
+    await new Promise<void>((resolve) => {
+      const done = () => { clearTimeout(timer); watch.dispose(); resolve(); };
+      const timer = setTimeout(done, 2000);
+      const watch = vscode.window.onDidChangeActiveTextEditor(() => { if (isDiff()) done(); });
+    });
+  }
+  if (!isDiff()) return; // focus went elsewhere: never toggle another editor's wrap
+  try {
+    await vscode.commands.executeCommand("editor.action.toggleWordWrap");
+  } catch {
+    /* an editor without the command: the diff opens at the change all the same */
+  }
+}
+
+/** Named Apply / Discard in the status bar while a preview waits. */
+function choiceButtons(right: vscode.Uri, label: string): vscode.Disposable {
+  const items = [
+    { command: "geak.previewApply", text: "$(check) Apply", tooltip: `GEAK: ${label}` },
+    { command: "geak.previewDiscard", text: "$(discard) Discard", tooltip: "GEAK: discard the result shown in the diff" },
+  ].map((b, i) => {
+    const item = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 1000 - i);
+    item.text = b.text;
+    item.tooltip = b.tooltip;
+    item.command = { title: b.text, command: b.command, arguments: [right] };
+    item.show();
+    return item;
+  });
+  return { dispose: () => items.forEach((i) => i.dispose()) };
+}
 
 export function makeApplyEditHandler(content: PreviewContent, choices: PreviewChoices) {
   return async (params: ApplyWorkspaceEditParams, next: Next): Promise<ApplyWorkspaceEditResult> => {
-    const ask = confirmation(params);
-    if (!ask) return next(params, undefined);
+    const confirm = confirmation(params);
+    if (!confirm) return next(params, undefined);
     const changes = (params.edit.documentChanges ?? []).filter((c): c is TextDocumentEdit => "edits" in c);
     if (changes.length !== 1 || (params.edit.documentChanges ?? []).length !== 1) return next(params, undefined);
     const change = changes[0];
@@ -136,21 +198,29 @@ export function makeApplyEditHandler(content: PreviewContent, choices: PreviewCh
     const edits = change.edits as TextEdit[];
     const after = applyTextEdits(doc.getText(), edits);
     const right = uri.with({ scheme: PREVIEW_SCHEME, query: `v=${doc.version}` });
+    const left = uri.with({ scheme: PREVIEW_SCHEME, query: `v=${doc.version}&before` });
+    content.set(left, doc.getText());
     content.set(right, after);
+    let buttons: vscode.Disposable | undefined;
     try {
       const name = uri.path.split("/").pop();
       const decided = choices.wait(right);
-      await vscode.commands.executeCommand("vscode.diff", uri, right, `${name} ↔ ${ask.label}`, { preview: false });
+      const line = firstChangedLine(doc.getText(), after);
+      await vscode.commands.executeCommand("vscode.diff", left, right, `${name} ↔ ${confirm.label}`,
+        { preview: false, selection: new vscode.Range(line, 0, line, 0) });
+      await wrapDiff(right);
+      buttons = choiceButtons(right, confirm.label);
       // A progress notification: it neither hides itself nor outlives the choice, as a message
-      // with buttons would.
+      // with buttons would; its text names the choices as links.
       void vscode.window.withProgress(
-        { location: vscode.ProgressLocation.Notification, title: `GEAK: ${ask.label}`, cancellable: true },
+        { location: vscode.ProgressLocation.Notification, title: `GEAK: ${confirm.label}`, cancellable: true },
         async (progress, cancel) => {
-          progress.report({ message: ASK });
+          progress.report({ message: ask(right) });
           cancel.onCancellationRequested(() => choices.decide("discard", right));
           await decided;
         });
       const choice = await decided;
+      buttons.dispose();
       await closeDiff(right);
       if (choice !== "apply") return { applied: false, failureReason: "declined in the preview" };
       if (doc.version !== (version ?? doc.version)) {
@@ -164,7 +234,8 @@ export function makeApplyEditHandler(content: PreviewContent, choices: PreviewCh
       if (applied) await vscode.window.showTextDocument(doc, { preview: false });
       return applied ? { applied: true } : { applied: false, failureReason: "the editor refused the edit" };
     } finally {
-      content.forgetOlder(right);
+      buttons?.dispose();
+      content.forgetOlder(right, 8);
     }
   };
 }

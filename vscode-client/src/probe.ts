@@ -2,18 +2,20 @@
  * starts, which also reads the server's settings schema. Uses child_process only (no vscode). */
 
 import { execFile } from "node:child_process";
+import { checkoutWords, installCommand } from "./install";
 
 export const PROBE_CODE = [
-  "import json, geak_lsp, pygls, lsprotocol",
+  "import json, os, geak_lsp, pygls, lsprotocol",
   "try:",
   "    from geak_lsp import settings as s; keys = sorted(s.SCHEMA)",
   "except Exception:",
   "    keys = None",
-  "print(json.dumps({'version': geak_lsp.__version__, 'settings': keys}))",
+  "root = os.path.dirname(os.path.dirname(os.path.abspath(geak_lsp.__file__)))",
+  "print(json.dumps({'version': geak_lsp.__version__, 'settings': keys, 'root': root}))",
 ].join("\n");
 
 export type Probe =
-  | { ok: true; python: string; version: string; settings: string[] | null }
+  | { ok: true; python: string; version: string; settings: string[] | null; root?: string }
   | { ok: false; python: string; reason: "missing-python" | "not-installed" | "failed"; detail: string };
 
 export function probe(python: string, env?: NodeJS.ProcessEnv, timeoutMs = 30000): Promise<Probe> {
@@ -31,7 +33,8 @@ export function probe(python: string, env?: NodeJS.ProcessEnv, timeoutMs = 30000
       }
       try {
         const doc = JSON.parse(String(stdout).trim().split("\n").pop() ?? "");
-        resolve({ ok: true, python, version: String(doc.version), settings: Array.isArray(doc.settings) ? doc.settings : null });
+        resolve({ ok: true, python, version: String(doc.version), settings: Array.isArray(doc.settings) ? doc.settings : null,
+          root: typeof doc.root === "string" ? doc.root : undefined });
       } catch {
         resolve({ ok: false, python, reason: "failed", detail: `unexpected output: ${String(stdout).slice(0, 200)}` });
       }
@@ -44,22 +47,23 @@ function lastLine(text: string): string {
   return lines.length ? lines[lines.length - 1].trim() : text.trim();
 }
 
-/** What to tell the user when the server cannot start, with the fix. */
-export function probeMessage(p: Exclude<Probe, { ok: true }>): { message: string; install?: string } {
-  const q = p.python.includes(" ") ? `"${p.python}"` : p.python;
+/** What to tell the user when the server cannot start, with the fix. ``checkout``: a GEAK
+ * checkout to install from (one of the workspace's folders), if known. */
+export function probeMessage(p: Exclude<Probe, { ok: true }>, checkout?: string): { message: string; install?: string } {
   switch (p.reason) {
     case "missing-python":
       return {
         message: `GEAK: the Python interpreter '${p.python}' was not found. Set geak.interpreter to a Python ` +
           "that has GEAK installed, or select one with the Python extension.",
       };
-    case "not-installed":
+    case "not-installed": {
+      const install = installCommand(p.python, checkout);
       return {
-        message: `GEAK is not installed in ${p.python} (${p.detail}). Install it there with ` +
-          `\`${q} -m pip install geak\` (from a GEAK checkout: \`${q} -m pip install -e .\`), ` +
-          "or point geak.interpreter at a Python that has it.",
-        install: `${q} -m pip install geak`,
+        message: `GEAK is not installed in ${p.python} (${p.detail}). Install it there from ${checkoutWords(checkout)}: ` +
+          `\`${install}\`, or point geak.interpreter at a Python that has it.`,
+        install,
       };
+    }
     default:
       return { message: `GEAK: ${p.python} could not load the GEAK language server: ${p.detail}` };
   }

@@ -13,6 +13,7 @@ import { serverFailure, StderrTail } from "./errors";
 import { chooseInterpreter, type Interpreter } from "./interpreter";
 import { JOB_END, type JobEnd, type JobEnds } from "./jobEnd";
 import { makeApplyEditHandler, type PreviewChoices, type PreviewContent } from "./preview";
+import { findCheckout } from "./install";
 import { probe, probeMessage, type Probe } from "./probe";
 import { trackProgress } from "./progress";
 import type { Target } from "./results";
@@ -102,7 +103,7 @@ export class GeakServer implements vscode.Disposable {
     const p = await probe(this.interpreter.path, env);
     this.lastProbe = p;
     if (!p.ok) {
-      const { message, install } = probeMessage(p);
+      const { message, install } = probeMessage(p, this.checkout());
       this.output.error(message);
       this.status.setState("failed");
       void vscode.commands.executeCommand("setContext", "geak.serverRunning", false);
@@ -171,7 +172,7 @@ export class GeakServer implements vscode.Disposable {
       this.client = undefined;
       void vscode.commands.executeCommand("setContext", "geak.serverRunning", false);
       await new Promise((r) => setTimeout(r, 200)); // the last of its stderr
-      const f = serverFailure(this.interpreter.path, this.stderr.reason(), "start");
+      const f = serverFailure(this.interpreter.path, this.stderr.reason(), "start", this.checkout(p.root));
       this.output.error(f.message);
       void this.explainFailure(f.message, f.fix);
       return;
@@ -206,7 +207,8 @@ export class GeakServer implements vscode.Disposable {
       void this.restart();
       return;
     }
-    const f = serverFailure(this.interpreter?.path ?? "python", reason, "stopped");
+    const f = serverFailure(this.interpreter?.path ?? "python", reason, "stopped",
+      this.checkout(this.lastProbe?.ok ? this.lastProbe.root : undefined));
     this.output.error(f.message);
     void this.explainFailure(f.message, f.fix);
   }
@@ -250,9 +252,15 @@ export class GeakServer implements vscode.Disposable {
     return hit?.command?.arguments;
   }
 
-  /** One message for a server that did not start or stopped: the reason and what to do. */
+  /** A GEAK checkout to install from: where the installed GEAK lives, else a workspace folder. */
+  private checkout(installed?: string): string | undefined {
+    return findCheckout([installed, ...(vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath)]);
+  }
+
+  /** One message for a server that did not start or stopped: the reason and what to do. Three
+   * buttons at most: with four, the notification cut its source line to "So…". */
   private async explainFailure(message: string, fix?: string): Promise<void> {
-    const buttons = [...(fix ? ["Copy Fix"] : []), "Show Log", "Set geak.interpreter", "Restart"];
+    const buttons = fix ? ["Copy Fix", "Show Log", "Restart"] : ["Show Log", "Set geak.interpreter", "Restart"];
     const choice = await vscode.window.showErrorMessage(message, ...buttons);
     if (choice === "Copy Fix" && fix) await vscode.env.clipboard.writeText(fix);
     else if (choice === "Show Log") this.output.show();

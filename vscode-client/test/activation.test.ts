@@ -115,7 +115,7 @@ describe("activation", () => {
     expect(clients).toHaveLength(0);
     const [msg, ...buttons] = mock.window.showErrorMessage.mock.calls[0] as string[];
     expect(msg).toContain("GEAK is not installed in /usr/bin/python3");
-    expect(msg).toContain("/usr/bin/python3 -m pip install geak");
+    expect(msg).toContain("/usr/bin/python3 -m pip install -e '/path/to/geak[lsp]'");
     expect(buttons).toContain("Copy install command");
     expect(mock.statusItems[0].text).toBe("$(warning) GEAK");
   });
@@ -199,8 +199,9 @@ describe("activation", () => {
     expect(mock.window.showErrorMessage).toHaveBeenCalledTimes(1);
     const [msg, ...buttons] = mock.window.showErrorMessage.mock.calls[0] as string[];
     expect(msg).toBe("GEAK: the language server did not start: geak-lsp: error: unrecognized arguments: --stdio. " +
-      "The GEAK in /old/bin/python is older than this extension: update it (/old/bin/python -m pip install -U geak), then Restart.");
-    expect(buttons).toEqual(["Copy Fix", "Show Log", "Set geak.interpreter", "Restart"]);
+      "The GEAK in /old/bin/python is older than this extension: update a GEAK checkout (/path/to/geak: where yours is) " +
+      "and reinstall it (/old/bin/python -m pip install -e '/path/to/geak[lsp]'), then Restart.");
+    expect(buttons).toEqual(["Copy Fix", "Show Log", "Restart"]);
     // The client library's own handlers are told to stay quiet and not to restart.
     expect(c.options.errorHandler.closed()).toEqual({ action: 1, handled: true });
     expect(c.options.initializationFailedHandler(new Error("x"))).toBe(false);

@@ -111,14 +111,16 @@ describe("why the server did not start", () => {
     const tail = new StderrTail();
     for (const l of ["usage: geak-lsp [-h] [--tcp]", "geak-lsp: error: unrecognized arguments: --stdio", ""]) tail.push(l);
     expect(tail.reason()).toBe("geak-lsp: error: unrecognized arguments: --stdio");
-    const f = serverFailure("/v/bin/python", tail.reason(), "start");
+    const f = serverFailure("/v/bin/python", tail.reason(), "start", "/src/geak");
     expect(f.message).toBe("GEAK: the language server did not start: geak-lsp: error: unrecognized arguments: --stdio. " +
-      "The GEAK in /v/bin/python is older than this extension: update it (/v/bin/python -m pip install -U geak), then Restart.");
-    expect(f.fix).toBe("/v/bin/python -m pip install -U geak");
+      "The GEAK in /v/bin/python is older than this extension: update the GEAK checkout at /src/geak and reinstall it " +
+      "(/v/bin/python -m pip install -e '/src/geak[lsp]'), then Restart.");
+    expect(f.fix).toBe("/v/bin/python -m pip install -e '/src/geak[lsp]'");
     const t2 = new StderrTail();
     for (const l of ["Traceback (most recent call last):", '  File "x.py", line 1', "ModuleNotFoundError: No module named 'pygls'"]) t2.push(l);
     expect(serverFailure("/v/bin/python", t2.reason(), "start").message).toContain(
-      "No module named 'pygls'. Install GEAK in /v/bin/python (/v/bin/python -m pip install geak), or set geak.interpreter");
+      "No module named 'pygls'. Install GEAK in /v/bin/python from a GEAK checkout (/path/to/geak: where yours is) " +
+      "(/v/bin/python -m pip install -e '/path/to/geak[lsp]'), or set geak.interpreter");
     expect(serverFailure("/v/bin/python", undefined, "stopped").message).toBe(
       "GEAK: the language server stopped and was not restarted. Its output is in the GEAK log (/v/bin/python -m geak_lsp); geak.interpreter chooses the Python.");
   });

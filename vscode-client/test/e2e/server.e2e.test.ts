@@ -260,8 +260,8 @@ describe("the install check", () => {
         expect(p.reason).toBe("not-installed");
         const { message, install } = probeMessage(p);
         expect(message).toContain(`GEAK is not installed in ${python}`);
-        expect(message).toContain("pip install -e .");
-        expect(install).toBe(`${python} -m pip install geak`);
+        expect(message).toContain("from a GEAK checkout");
+        expect(install).toBe(`${python} -m pip install -e '/path/to/geak[lsp]'`);
       }
     } finally {
       fs.rmSync(bare, { recursive: true, force: true });
