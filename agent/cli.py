@@ -4,8 +4,10 @@
   geak optimize PATH::SYMBOL [--strategy tune|llm] [--out FILE] [--json]
   geak bench    DIR [--format ...] [--strategy none|tune|llm] [--json FILE] [--report FILE]
 
-``--json`` prints one JSON document on stdout; people's output goes to stderr.
-Exit codes: 0 success, 1 the work ran but found no verified result, 2 bad usage or bad input.
+The command's product (its report, a ``--preview`` diff) goes to stdout, progress and notes to
+stderr; ``--json`` prints one JSON document on stdout instead, the report going to stderr.
+Exit codes: 0 success, 1 the work ran but found no verified result, 2 bad usage or bad input,
+3 the runner cannot be used, 4 the model provider cannot be used.
 Nothing imports this module: it is the door, not a library.
 """
 
@@ -27,6 +29,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from .commands import bench, eval as eval_, optimize
     p = _Parser(prog="geak", description="Evaluate and optimize Triton / PyTorch kernels.")
+    p.add_argument("--version", action="version", version=f"geak {version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     eval_.add_arguments(sub.add_parser(
         "eval", help="check a target (and a candidate) for correctness and speed",
@@ -42,6 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "strategy and report call accuracy, execution accuracy, speedups, fast_p, pass@k and "
                     "% of peak."))
     return p
+
+
+def version() -> str:
+    """This installation's version, from the package metadata."""
+    from importlib.metadata import PackageNotFoundError, version as installed
+    try:
+        return installed("geak")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

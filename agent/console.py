@@ -5,6 +5,7 @@ Both write to stderr (``--json`` output alone goes to stdout).
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -15,19 +16,20 @@ from runner.schema import Limits
 
 class Ticker:
     """While a call that may take long runs, say on stderr what is running and for how long:
-    after ``first_s``, then every ``every_s`` (a terminal gets one line, updated each second)."""
+    after ``first_s``, then every ``every_s`` (a terminal gets one line, updated each second).
+    ``limits``, when given, are said once, on a line of their own when the ticker first shows (a
+    command that runs several tickers gives them to the first only)."""
 
     def __init__(self, what: str, limits: Optional[Limits] = None, option: str = "--timeout",
                  first_s: float = 5.0, every_s: float = 15.0, stream=None):
         self.what, self.first_s, self.every_s = what, first_s, every_s
         self.stream = stream or sys.stderr
-        self.tail = ""
-        if limits is not None:
-            self.tail = (f" (limits per evaluation phase: import {limits.import_s:g} s, run {limits.run_s:g} s, "
-                         f"timing {limits.timing_s:g} s; {option} S to change)")
+        self.tail = limits_text(limits, option) if limits is not None else ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._shown = False
+        self.said_limits = False
+        """The limits were said (the command need not say them again)."""
         self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def _run(self):
@@ -35,16 +37,20 @@ class Ticker:
         if self._stop.wait(self.first_s):
             return
         last = 0.0
+        if self.tail:  # once, on a line of its own
+            print(f"  ({self.tail})", file=self.stream, flush=True)
+            self.said_limits = True
         while not self._stop.is_set():
             el = time.monotonic() - t0
             if self._tty:
-                self.stream.write(f"\r\x1b[2K  ... {self.what}: {el:.0f} s so far{self.tail}"[:200])
+                width = shutil.get_terminal_size((80, 24)).columns - 1
+                self.stream.write(f"\r\x1b[2K  ... {self.what}: {el:.0f} s so far"[:width + 5])
                 self.stream.flush()
                 self._shown = True
                 self._stop.wait(1.0)
             else:
                 if not self._shown or el - last >= self.every_s:
-                    print(f"  ... {self.what}: {el:.0f} s so far{self.tail}", file=self.stream, flush=True)
+                    print(f"  ... {self.what}: {el:.0f} s so far", file=self.stream, flush=True)
                     self._shown, last = True, el
                 self._stop.wait(min(1.0, self.every_s))
 
@@ -58,6 +64,12 @@ class Ticker:
         if self._tty and self._shown:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def limits_text(limits: Limits, option: str) -> str:
+    """The phase limits of every evaluation, and the option that changes them."""
+    return (f"limits per evaluation phase: import {limits.import_s:g} s, run {limits.run_s:g} s, "
+            f"timing {limits.timing_s:g} s; {option} S to change")
 
 
 class Bar:

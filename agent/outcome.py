@@ -62,8 +62,8 @@ class Outcome:
     report: Any = None
     """The strategy's own record: ``agent.tune.tuner.TuneReport`` or ``agent.llm.records.Report``."""
     stopped: Optional[str] = None
-    """Why it stopped. The GEAK loop: iterations | target | budget (tokens) | provider |
-    provider_errors | time budget. The tuner: None (it ran its plan) | task budget | time budget |
+    """Why it stopped. The GEAK loop: iterations | target | budget (tokens) | provider (a key or
+    model refused) | unreachable (no call reached the provider) | provider_errors | time budget. The tuner: None (it ran its plan) | task budget | time budget |
     roofline. Either, with no ``baseline``: the time ran out before the original was checked."""
     untimed_edit: Optional[str] = None
     """The tuner, when asked and nothing could be timed: an ``@triton.autotune`` over the original

@@ -1,7 +1,7 @@
 """What people read: an evaluation, a tuning report, a GEAK-loop report, as plain text.
 
 Pure functions of the records (``EvalResult``, ``TuneReport``, the loop's ``Report`` and
-``Step``); the CLI prints them on stderr.
+``Step``); the CLI prints them on stdout (stderr when ``--json`` owns stdout).
 """
 
 from __future__ import annotations
@@ -63,15 +63,22 @@ def sandbox_warning(result: Optional[EvalResult]) -> Optional[str]:
             "namespaces (docs/evaluator.md, \"Processes\").")
 
 
-def render_eval(result: EvalResult, target: str, candidate: Optional[str]) -> str:
-    head = f"geak eval  {target}" + (f"  vs  {candidate}" if candidate else "  (against itself)")
+VERDICT_WORDS = {"runner_unavailable": "CANNOT RUN", "not_run_here": "NOT RUN HERE"}
+"""Error kinds that say nothing of the code (the runner could not be used; the inputs cannot run
+on this device), and the word the verdict uses for them instead of the status."""
+
+
+def render_eval(result: EvalResult, target: str, candidate: Optional[str], head: Optional[str] = None) -> str:
+    """An evaluation for people; ``head``: the first line (default ``geak eval  TARGET ...``)."""
+    head = head or f"geak eval  {target}" + (f"  vs  {candidate}" if candidate else "  (against itself)")
     lines = [head]
     d = result.device
     if d:
         lines.append(f"device     {d}" + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
     if result.cases:
         lines += _case_lines(result)
-    verdict = {"ok": "VERIFIED" if candidate else "OK"}.get(result.status, result.status.upper())
+    verdict = VERDICT_WORDS.get(result.error.kind if result.error else "") or \
+        {"ok": "VERIFIED" if candidate else "OK"}.get(result.status, result.status.upper())
     lines.append(f"verdict    {verdict}: {_without_status(result.message, result.status)}")
     if result.timing:
         t = result.timing
@@ -155,23 +162,105 @@ def _config(config: dict) -> str:
     return ", ".join(f"{n}={v}" for n, v in sorted(config.items()))
 
 
-def render_tune(report) -> str:
-    lines = [f"geak optimize  {report.target}  --strategy tune  (kernel {report.kernel}, arch {report.arch})"]
+def terminal_width(default: int = 100) -> int:
+    """The width to fit: the terminal's (``COLUMNS`` first), else ``default``; at least 60."""
+    import shutil
+    return max(60, shutil.get_terminal_size((default, 24)).columns)
+
+
+def _wrap_items(items: list[str], width: int, indent: str = "  ") -> list[str]:
+    """``items`` joined by ", " in lines of at most ``width``, breaking between items (an item
+    longer than a line is broken inside); continuation lines start with ``indent``."""
+    import textwrap
+    lines: list[str] = []
+    cur = ""
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        lead = indent if lines or cur.startswith(indent) else ""
+        if cur and len(cur) + 1 + len(piece) <= width:
+            cur += " " + piece
+            continue
+        if cur:
+            lines.append(cur)
+            lead = indent
+        if len(lead + piece) <= width:
+            cur = lead + piece
+        else:
+            parts = textwrap.wrap(piece, max(8, width - len(indent)), break_long_words=True,
+                                  break_on_hyphens=False)
+            lines += [(lead if j == 0 else indent) + part for j, part in enumerate(parts[:-1])]
+            cur = indent + parts[-1]
+    if cur or not lines:
+        lines.append(cur)
+    return lines
+
+
+def _wrapped_table(rows: list[tuple], flex: int, width: int) -> list[str]:
+    """Left-aligned columns, indented by two spaces, fitted to ``width``: column ``flex`` (a list
+    of items) takes what the others leave and wraps between its items; nothing is cut."""
+    cells = [[", ".join(c) if isinstance(c, (list, tuple)) else str(c) for c in r] for r in rows]
+    n = len(rows[0])
+    widths = [max(len(r[i]) for r in cells) for i in range(n)]
+    others = sum(w for i, w in enumerate(widths) if i != flex) + 2 * (n - 1) + 2
+    widths[flex] = max(24, min(widths[flex], width - others))
+    out = []
+    for r, raw in zip(cells, rows):
+        parts = (_wrap_items(list(raw[flex]), widths[flex]) if isinstance(raw[flex], (list, tuple)) else
+                 _hanging("", r[flex], widths[flex], "  ") or [""])
+        for j, part in enumerate(parts):
+            vals = [part if i == flex else (v if j == 0 else "") for i, v in enumerate(r)]
+            out.append(("  " + "  ".join(v.ljust(widths[i]) for i, v in enumerate(vals))).rstrip())
+    return out
+
+
+def _said(label: str, text: str, width: int) -> list[str]:
+    """``label`` (10 wide) and ``text``, wrapped to ``width`` under the text's start."""
+    import textwrap
+    return textwrap.wrap(text, width, initial_indent=f"{label:<10} ", subsequent_indent=" " * 11,
+                         break_long_words=True, break_on_hyphens=False) or [label]
+
+
+def _differs(config: dict, original: dict) -> list[str]:
+    """The knobs a config sets otherwise than the original (all of them when it has none)."""
+    return [f"{n}={v}" for n, v in sorted(config.items()) if n not in original or original[n] != v] or \
+        ["(as the original)"]
+
+
+def _value_order(config: dict) -> tuple:
+    """Configs in order of their values, numbers by size."""
+    return tuple((n, (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))) for n, v in sorted(config.items()))
+
+
+def _hanging(lead: str, text: str, width: int, indent: Optional[str] = None) -> list[str]:
+    """``text`` after ``lead``, wrapped to ``width``, continuation lines under the text's start
+    (or after ``indent``)."""
+    import textwrap
+    return textwrap.wrap(text, width, initial_indent=lead, subsequent_indent=" " * len(lead) if indent is None else indent,
+                         break_long_words=True, break_on_hyphens=False)
+
+
+def _reason(t) -> str:
+    """Why a config is not among the verified ones, in one text (configs with the same reason share it)."""
+    import re
+    why = t.pruned if t.pruned and (t.correct or t.status == "pruned") else (t.message or t.status)
+    m = re.fullmatch(r"spills \d+ bytes per thread on (\S+)( \(the original: \d+\))?", why or "")
+    if m:
+        return ((f"verified correct, but " if t.correct else "") + f"spills registers to local memory on "
+                f"{m.group(1)} (bytes per thread in the spills column)" + (", more than the original" if m.group(2) else ""))
+    return _without_status(why, t.status) if why else t.status
+
+
+def render_tune(report, width: Optional[int] = None) -> str:
+    width = width or terminal_width()
+    lines = _hanging("", f"geak optimize  {report.target}  --strategy tune  (kernel {report.kernel}, arch "
+                         f"{report.arch})", width, "  ")
     if report.device:
         lines.append(f"device     {report.device}")
     if report.original:
-        lines.append("original   " + _config(report.original))
+        lines += _said("original", _config(report.original), width)
+    notes: list[str] = []
     if report.trials or report.screened:
-        rows = [("config", "result", "regs", "spills", "shared", "occupancy", "speedup")]
-        rows.append((_config(report.original) or "as written", "the original (reference)",
-                     *_costs(_costliest(report.original_resources)), "1.000x" if report.timed else "-"))
-        # The configs that ran, fastest first, then those pruned unrun by the compile screen.
-        for t in sorted(report.trials, key=lambda t: -(t.speedup or 0.0)) + list(report.screened):
-            result = (("pruned: " + t.pruned) if t.pruned and (t.correct or t.status == "pruned") else
-                      ("correct" if t.correct else t.status))
-            rows.append((_config(t.config), result, *_costs(_costliest(t.resources)),
-                         f"{t.speedup:.3f}x" if t.speedup is not None else "-"))
-        lines += [""] + _table(rows, 90) + [""]
+        lines += [""] + _tune_table(report, width, notes)
     if report.per_shape:
         lines.append("best per input shape (speedup over the original, measured interleaved):")
         for c in report.per_shape:
@@ -184,7 +273,7 @@ def render_tune(report) -> str:
         lines.append(f"confirmed  Σ ref {t.ref_ms:.4f} ms, Σ tuned {t.cand_ms:.4f} ms, {t.speedup:.3f}x "
                      f"(geomean {t.speedup_geomean:.3f}x), spread ±{t.spread_pct:.1f}%, {t.method}")
     if report.timed:
-        lines.append("% of peak  " + _roof(report))
+        lines += _said("% of peak", _roof(report), width)
     if report.search_s is not None:
         lines.append(f"searched   {report.tried} config(s) in {report.search_s:.1f} s"
                      + (f", confirmed in {report.confirm_s:.1f} s" if report.confirm_s is not None else "")
@@ -192,10 +281,58 @@ def render_tune(report) -> str:
                      + (f"; stopped on its {report.stopped} after {report.stopped_after} config(s)"
                         if report.stopped in ("task budget", "time budget") else
                         "; stopped near the roofline" if report.stopped == "roofline" else ""))
-    for n in report.notes:
-        lines.append(f"note       {n}")
-    lines.append(f"verdict    {'IMPROVED' if report.improved else 'NO VERIFIED IMPROVEMENT'}: {report.message}")
+    for n in notes + list(report.notes):
+        lines += _said("note", n, width)
+    lines += _said("verdict", f"{'IMPROVED' if report.improved else 'NO VERIFIED IMPROVEMENT'}: {report.message}",
+                   width)
     return "\n".join(lines)
+
+
+def _tune_table(report, width: int, notes: list[str]) -> list[str]:
+    """The original, then every config tried: only the knobs it sets otherwise than the original,
+    its result (with a numbered reason below the table where it is not verified) and its costs on
+    the arch. Timed: fastest first; untimed: verified first, then those ruled out, those that
+    failed and those pruned unrun, each group in order of its values."""
+    from .tune.tuner import changes_results
+    original = report.original
+    head = ["config (what differs from the original)", "result", "regs", "spills", "shared", "occupancy"]
+    if report.timed:
+        head.append("speedup")
+        order = "fastest first"
+        ranked = sorted(report.trials, key=lambda t: -(t.speedup or 0.0)) + list(report.screened)
+    else:
+        order = ("verified first, then ruled out after running, failed, and pruned before running; "
+                 "each group in order of its values; the reasons [n] below the table")
+
+        def group(t) -> int:
+            if t.status == "pruned" and not t.correct:
+                return 3
+            return 0 if t.correct and not t.pruned else 1 if t.correct else 2
+        ranked = sorted(list(report.trials) + list(report.screened), key=lambda t: (group(t), _value_order(t.config)))
+    reasons: dict[str, list] = {}
+    rows = [tuple(head)]
+    rows.append(("the original (its config above)" if original else "the original", "reference", *_costs(_costliest(report.original_resources)))
+                + (("1.000x",) if report.timed else ()))
+    for t in ranked:
+        if t.correct and not t.pruned:
+            result = "correct"
+        else:
+            why = _reason(t)
+            reasons.setdefault(why, []).append(t)
+            n = list(reasons).index(why) + 1
+            result = (f"ruled out [{n}]" if t.correct else
+                      f"pruned [{n}]" if t.status == "pruned" else f"{t.status.replace('_', ' ')} [{n}]")
+        rows.append((_differs(t.config, original), result, *_costs(_costliest(t.resources)))
+                    + ((f"{t.speedup:.3f}x" if t.speedup is not None else "-",) if report.timed else ()))
+    lines = _said("configs", f"{len(ranked)} tried, {order}", width) + _wrapped_table(rows, 0, width)
+    for n, (why, ts) in enumerate(reasons.items(), 1):
+        lines += _hanging(f"  [{n}] ", f"{len(ts)} config(s): {why}", width)
+    learned = changes_results(report.trials, original)
+    if learned:
+        notes.append("values that change the kernel's results (a config that failed differs from the original, "
+                     "or from a verified config, in that value alone): "
+                     + ", ".join(f"{k}={v}" for k, v in sorted(learned, key=str)))
+    return lines + [""]
 
 
 def _roof(report) -> str:

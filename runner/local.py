@@ -7,6 +7,7 @@ A remote runner (the daemon's client) offers the same methods (``runners.Runner`
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import uuid
 from typing import Optional
@@ -56,6 +57,21 @@ def check_request(req: EvalRequest, static_reject: bool = True) -> Optional[Eval
     return None
 
 
+NO_INTERPRETER_LIMIT = 1 << 62
+"""``interpreter_max_elements`` for an evaluation that no Triton code can take part in."""
+
+
+def without_interpreter_limit(req: EvalRequest) -> EvalRequest:
+    """The request, with no size limit where no file it carries mentions Triton (a PyTorch-only
+    reference checked against itself, say): the limit is there for the Triton CPU interpreter,
+    which no such evaluation reaches; PyTorch runs at full size on the CPU. A copy: the caller's
+    request is left as it was."""
+    if any("triton" in text for text in (*req.files.values(), *req.candidate_files.values())):
+        return req
+    return dataclasses.replace(req, options=dataclasses.replace(req.options,
+                                                                interpreter_max_elements=NO_INTERPRETER_LIMIT))
+
+
 def default_workers() -> int:
     return max(2, min(4, (os.cpu_count() or 2) // 2))
 
@@ -84,7 +100,7 @@ class LocalRunner:
         early = check_request(request, self.static_reject_first)
         if early is not None:
             return early
-        return self.pool.evaluate(request)
+        return self.pool.evaluate(without_interpreter_limit(request))
 
     def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
         with concurrent.futures.ThreadPoolExecutor(max_workers=self.pool.size) as ex:

@@ -146,7 +146,8 @@ class EvalOptions:
     cuda_graph_below_us: float = 50.0
     """Kernels shorter than this are also timed by CUDA-graph replay (launch overhead removed)."""
     interpreter_max_elements: int = 1 << 16
-    """Under the CPU interpreter, cases with more input elements than this are skipped."""
+    """Under the CPU interpreter, cases with more input elements than this are skipped (not where
+    no file of the request mentions Triton: PyTorch alone runs at full size on the CPU)."""
     speedup_flag: float = 10.0
     """Speedups above this are flagged for a person to look at."""
     allow_torch_ops: list[str] = field(default_factory=list)
@@ -204,7 +205,10 @@ class ErrorInfo:
     compile_error | runtime_error | out_of_memory | illegal_memory_access | segfault | timeout |
     host_oom | worker_died | bad_request | internal | original_fails_here (the original's own
     test fails on this device) | original_varies (the original's results differ between runs on
-    the same inputs: nothing can be checked)"""
+    the same inputs: nothing can be checked) | not_run_here (every input case was left out on
+    this device, e.g. too large for the CPU interpreter: nothing ran, which says nothing of the
+    code; status ``compile_error``) | runner_unavailable (the runner could not be used: status
+    ``crashed``, side ``harness``)"""
     message: str
     side: str = "candidate"  # reference | candidate | harness
     file: Optional[str] = None

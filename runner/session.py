@@ -149,7 +149,7 @@ class Session:
             self.stages["run"] = time.monotonic() - t0
         if not ran and not self.v.done:
             first = next((c for c in self.v.result.cases if c.skipped), None)
-            self.v.crashed("compile_error", "no_inputs", "reference",
+            self.v.crashed("compile_error", "not_run_here" if first else "no_inputs", "reference",
                            "no input case can run here: " + (first.skipped if first else "no cases"),
                            hint="add a small case to INPUT_CASES for the interpreter, or use a GPU runner")
 

@@ -117,7 +117,9 @@ class Verdict:
                 run.append(cr.index)
         if not run:
             smallest = r.cases[0] if r.cases else None
-            self.crashed("compile_error", "no_inputs", "reference",
+            # Every case was left out for this device (too large, bf16 under the interpreter): not
+            # run here, which says nothing of the code; "no_inputs" only when there is no case.
+            self.crashed("compile_error", "not_run_here" if smallest else "no_inputs", "reference",
                          "no input case can run here: " + (smallest.skipped if smallest else "no cases"),
                          hint="add a small case to INPUT_CASES for the interpreter, or use a GPU runner")
             r.error.file = self.req.target.path

@@ -7,9 +7,10 @@ import sys
 from conftest import ROOT, kernel_variant
 
 
-def geak(*args, cwd):
+def geak(*args, cwd, env=None):
     return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
 def test_eval_verified_candidate_json(project):
@@ -25,8 +26,8 @@ def test_eval_mismatch_exits_1_and_shows_the_case(project):
     project.write("cand.py", kernel_variant(store_mask="mask & (offs < 1000)"))
     p = geak("eval", "ref.py::add_relu", "--candidate", "cand.py::add_relu", cwd=project.root)
     assert p.returncode == 1
-    assert "MISMATCH" in p.stderr and "n=2048: output[1000]" in p.stderr
-    assert p.stdout == ""
+    assert "MISMATCH" in p.stdout and "n=2048: output[1000]" in p.stdout  # the report is the product: stdout
+    assert "MISMATCH" not in p.stderr
 
 
 def test_bad_input_exits_2_with_file_and_line(project):
@@ -48,7 +49,7 @@ def test_reference_that_fails_its_inputs_exits_2(project):
         "    out = torch.empty_like(x)\n", "    out = torch.empty_like(x)\n    1 / 0\n"))
     p = geak("eval", "k.py::add_relu", cwd=project.root)
     assert p.returncode == 2
-    assert "ZeroDivisionError" in p.stderr and 'File "k.py", line' in p.stderr
+    assert "ZeroDivisionError" in p.stdout and 'File "k.py", line' in p.stdout
 
 
 def test_project_settings_are_validated(project):
@@ -72,8 +73,8 @@ def test_asking_for_a_gpu_that_is_not_there_is_bad_usage(project):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     p = geak("eval", "ref.py::add_relu", "--device", "cuda", cwd=project.root)
-    assert p.returncode == 2
-    assert "torch sees no GPU" in p.stderr
+    assert p.returncode == 3  # the runner cannot be used as asked: a configuration error, not the code's
+    assert "geak: cannot run: " in p.stderr and "torch sees no GPU" in p.stderr and "CRASHED" not in p.stdout
 
 
 def test_geak_runner_info_reports_the_device():
@@ -121,7 +122,8 @@ def test_an_endless_candidate_shows_progress_and_timeout_bounds_it(project):
     assert p.returncode == 1, p.stderr
     assert "... evaluating ref.py::add_relu against loop.py::add_relu: 5 s so far" in p.stderr
     assert "run 8 s" in p.stderr and "--timeout S to change" in p.stderr
-    assert "TIMEOUT" in p.stderr and "timed out after 8 s in the run phase" in p.stderr
+    assert "TIMEOUT" in p.stdout and "timed out after 8 s in the run phase" in p.stdout
+    assert p.stderr.count("limits per evaluation phase") == 1  # said once, not on every ticker line
     p = geak("eval", "ref.py::add_relu", "--timeout", "0", cwd=project.root)
     assert p.returncode == 2 and "--timeout must be a positive number" in p.stderr
 
@@ -131,17 +133,17 @@ def test_the_report_reads_cleanly(project):
     p = geak("eval", "ref.py::add_relu", "--candidate", "torchy.py::add_relu", "--cases", "0", "--trials", "1",
              cwd=project.root)
     assert p.returncode == 1, p.stderr
-    assert "verdict    REJECTED: " in p.stderr and "REJECTED: rejected:" not in p.stderr
-    assert "device     CPU (Triton interpreter)   inputs" in p.stderr and "(interpreter)" not in p.stderr.replace(
+    assert "verdict    REJECTED: " in p.stdout and "REJECTED: rejected:" not in p.stdout
+    assert "device     CPU (Triton interpreter)   inputs" in p.stdout and "(interpreter)" not in p.stdout.replace(
         "(Triton interpreter)", "")
     project.write("short.py", kernel_variant(ret="out[:-1]"))
     p = geak("eval", "ref.py::add_relu", "--candidate", "short.py::add_relu", "--cases", "0", "--trials", "1",
              cwd=project.root)
     assert p.returncode == 1
-    row = next(ln for ln in p.stderr.splitlines() if ln.strip().startswith("n=300") and "FAIL" in ln)
+    row = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("n=300") and "FAIL" in ln)
     assert row.split("FAIL")[1].split()[:2] == ["-", "-"], row  # a shape mismatch has no numeric error
     p = geak("eval", "ref.py::add_relu", "--device", "cuda", cwd=project.root)
-    if p.returncode == 2 and "what to do" in p.stderr:
+    if p.returncode == 3 and "what to do" in p.stderr:
         assert "what to do: " in p.stderr
 
 
@@ -157,19 +159,48 @@ def test_optimize_points_a_pytorch_function_at_the_llm_strategy(project):
 def test_optimize_out_on_a_cpu_says_why_and_offers_the_untimed_edit(project):
     out = project.root / "tuned.py"
     p = geak("optimize", "ref.py::add_relu", "--max-configs", "3", "--trials", "1", "--out", str(out),
-             cwd=project.root)
+             cwd=project.root, env={"COLUMNS": "120"})
     assert p.returncode == 1, p.stderr
     assert f"wrote nothing to {out}: nothing could be timed here (timing needs a GPU)" in p.stderr
     assert "--untimed --out FILE" in p.stderr and not out.exists()
-    table = p.stderr.split("config ")[1]
-    assert "BLOCK=256" in table.splitlines()[1] and "the original (reference)" in table.splitlines()[1]
+    assert "original   BLOCK=256" in p.stdout
+    table = p.stdout.split("  config (what differs from the original)")[1]
+    assert table.splitlines()[1].split()[:6] == ["the", "original", "(its", "config", "above)", "reference"]
     p = geak("optimize", "ref.py::add_relu", "--max-configs", "3", "--trials", "1", "--out", str(out),
              "--untimed", "--preview", cwd=project.root)
     assert p.returncode == 1, p.stderr  # verified correct, but nothing is known to be faster
-    assert "preview of the untimed edit" in p.stderr and "+@triton.autotune(" in p.stderr
+    assert "preview of the untimed edit" in p.stderr and "+@triton.autotune(" not in p.stderr
+    assert p.stdout.startswith("--- a/ref.py\n+++ b/ref.py\n") and "+@triton.autotune(" in p.stdout  # `> x.diff`
+    assert "verdict" not in p.stdout and "verdict    NO VERIFIED IMPROVEMENT" in p.stderr
     assert f"wrote {out}: an @triton.autotune over the original config and" in p.stderr
     assert "@triton.autotune(" in out.read_text() and "BLOCK': 256" in out.read_text()
     p = geak("eval", "ref.py::add_relu", "--candidate", "tuned.py::add_relu", "--trials", "1", cwd=project.root)
     assert p.returncode == 0, p.stderr
     p = geak("optimize", "ref.py::add_relu", "--untimed", cwd=project.root)
     assert p.returncode == 2 and "--untimed goes with --out" in p.stderr
+
+
+def test_version_comes_from_the_package_metadata(project):
+    from importlib.metadata import version
+    p = geak("--version", cwd=project.root)
+    assert p.returncode == 0 and p.stdout.strip() == f"geak {version('geak')}"
+
+
+def test_the_tuning_table_fits_a_narrow_terminal_and_gives_every_failure_its_reason(project):
+    # A block of 64 for a kernel whose output is written in blocks of BLOCK: halving it would
+    # still be correct, so make a knob that changes results: a block that must cover the row.
+    project.write("rows.py", (ROOT / "examples" / "softmax.py").read_text())
+    p = geak("optimize", "rows.py::softmax", "--max-configs", "10", "--trials", "1", cwd=project.root,
+             env={"COLUMNS": "80"})
+    assert p.returncode == 1, p.stderr
+    assert "config(s) to check" in p.stderr and "the first batch tells how long each takes" in p.stderr
+    assert all(len(ln) <= 80 for ln in p.stdout.splitlines()), [ln for ln in p.stdout.splitlines() if len(ln) > 80]
+    assert "configs verified correct" in p.stdout.replace("\n           ", " ") and \
+        "timing needs a GPU" in p.stdout.replace("\n           ", " ")
+    rows = p.stdout.split("  config (what differs")[1].split("\n\n")[0]
+    assert "num_warps=4" not in rows.split("reference")[1]  # the original's own value is not repeated
+    marks = {m for m in __import__("re").findall(r"(?:mismatch|pruned|ruled out) \[(\d+)\]", rows)}
+    assert marks, rows  # softmax's halved row block fails: its rows point at their reasons
+    for m in marks:
+        assert f"  [{m}] " in rows, (m, rows)
+    assert "[1] " in rows and ("wrong result" in rows or "spills" in rows)

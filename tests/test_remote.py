@@ -36,7 +36,8 @@ def test_client_against_a_stopped_daemon(project):
     with pytest.raises(RunnerUnavailable, match="cannot reach"):
         r.device_info()
     p = geak("eval", "ref.py::add_relu", "--runner", url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": TOKEN})
-    assert p.returncode == 2 and "cannot reach the runner" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 3 and "cannot run: cannot reach the runner" in p.stderr and "Traceback" not in p.stderr
+    assert "CRASHED" not in p.stderr + p.stdout and "what to do" in p.stderr
 
 
 def test_bad_runner_specs_are_usage_errors(project):
@@ -58,9 +59,15 @@ def test_cli_eval_through_the_daemon_and_version_check(tmp_path, project):
         project.write("wrong.py", kernel_variant(store_mask="mask & (offs < 100)"))
         p = geak("eval", "ref.py::add_relu", "--candidate", "wrong.py::add_relu", "--cases", "0", "--trials", "1",
                  "--runner", d.url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": TOKEN})
-        assert p.returncode == 1 and "MISMATCH" in p.stderr
+        assert p.returncode == 1 and "MISMATCH" in p.stdout
         p = geak("eval", "ref.py::add_relu", "--runner", d.url, cwd=project.root, env={"GEAK_RUNNER_TOKEN": "x" * 20})
-        assert p.returncode == 2 and "refused" in p.stderr and "GEAK_RUNNER_TOKEN" in p.stderr
+        assert p.returncode == 3 and "refused" in p.stderr and "GEAK_RUNNER_TOKEN" in p.stderr
+        assert "CRASHED" not in p.stderr + p.stdout
+        # The same configuration error under `geak optimize`: one message, not the eval's header.
+        p = geak("optimize", "ref.py::add_relu", "--runner", d.url, cwd=project.root,
+                 env={"GEAK_RUNNER_TOKEN": "x" * 20})
+        assert p.returncode == 3 and "geak: cannot run: the runner at " in p.stderr and "refused" in p.stderr
+        assert "geak eval" not in p.stderr + p.stdout and "(against itself)" not in p.stderr + p.stdout
         p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
                            text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": TOKEN})
         assert p.returncode == 0 and p.stdout.startswith("CPU (Triton interpreter); torch"), p.stdout + p.stderr
@@ -146,6 +153,6 @@ def test_geak_optimize_through_the_daemon_screens_then_verifies(tmp_path):
         assert rep["trials"] and any(t["correct"] for t in rep["trials"])
         # What is rejected is a halved row block: softmax's block must cover its row.
         assert all("// 2" in str(t["config"].get("BLOCK_SIZE")) for t in rep["trials"] if not t["correct"])
-        assert "pruned before running" in out.stderr and "timing needs a GPU" in out.stderr
+        assert "pruned before running" in out.stderr and "timing needs a GPU" in out.stderr  # --json: report on stderr
     finally:
         d.stop()

@@ -38,6 +38,9 @@ class Sample:
     pct_peak: Optional[float] = None
     """The candidate's % of its roofline (``agent.roofline``: per case the binding roof, compute
     from get_flops or bandwidth, weighted by time over the timed cases); None: unknown."""
+    not_run: Optional[str] = None
+    """Why nothing of it could run on this runner (every input case left out: too large for the
+    CPU interpreter, say); such a sample says nothing of the code and is not scored."""
 
     @property
     def called(self) -> bool:
@@ -109,11 +112,21 @@ class Summary:
     fast_p: dict[str, Optional[float]] = field(default_factory=dict)
     pass_at_k: dict[str, Optional[float]] = field(default_factory=dict)
     pct_peak_mean: Optional[float] = None
+    not_run_here: int = 0
+    """Tasks left out of every figure: none of their input cases could run on this runner."""
+
+
+def not_run_here(samples: Sequence[Sample]) -> bool:
+    """Every sample of the task could not run on this runner (``Sample.not_run``)."""
+    return bool(samples) and all(s.not_run for s in samples)
 
 
 def summarize(tasks: Sequence[Sequence[Sample]], ps: Sequence[float] = (0.0, 1.0, 1.5, 2.0),
               ks: Sequence[int] = (1,)) -> Summary:
-    """Suite metrics from each task's samples (a task with no samples counts as failed)."""
+    """Suite metrics from each task's samples (a task with no samples counts as failed; a task
+    none of whose samples could run here is left out and counted in ``not_run_here``)."""
+    skipped = [s for s in tasks if not_run_here(s)]
+    tasks = [s for s in tasks if not not_run_here(s)]
     n_tasks = len(tasks)
     best = [best_sample(s) for s in tasks]
     called = sum(1 for b in best if b is not None and b.called)
@@ -124,7 +137,7 @@ def summarize(tasks: Sequence[Sequence[Sample]], ps: Sequence[float] = (0.0, 1.0
         call_accuracy=called / n_tasks if n_tasks else None,
         execution_accuracy=len(correct) / n_tasks if n_tasks else None,
         timed=len(speedups), speedup_mean=mean(speedups), speedup_geomean=geomean(speedups),
-        pct_peak_mean=mean(b.pct_peak for b in correct if b.pct_peak is not None))
+        pct_peak_mean=mean(b.pct_peak for b in correct if b.pct_peak is not None), not_run_here=len(skipped))
     for p in ps:
         out.fast_p[f"fast_{p:g}"] = fast_p(tasks, p)
     for k in ks:
@@ -143,8 +156,11 @@ def sample_from_result(result) -> Sample:
     speedup = None
     if timing:
         speedup = timing["speedup"] if isinstance(timing, dict) else timing.speedup
+    error = get("error")
+    kind = (error.get("kind") if isinstance(error, dict) else getattr(error, "kind", None)) if error else None
     return Sample(status=get("status"), correct=bool(get("correct")), speedup=speedup,
-                  pct_peak=pct_peak(get("cases") or []))
+                  pct_peak=pct_peak(get("cases") or []),
+                  not_run=get("message") if kind == "not_run_here" else None)
 
 
 def pct_peak(cases) -> Optional[float]:

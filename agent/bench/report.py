@@ -24,6 +24,8 @@ def _result(t: dict) -> str:
     samples = t["samples"]
     if not samples:
         return "stopped by the time budget (not scored)" if t.get("stopped") else "no sample"
+    if all(s.get("not_run") for s in samples):
+        return "not run here (not scored)"
     good = [s for s in samples if s["correct"] and s["status"] == "ok"]
     stop = " (stopped by the time budget)" if t.get("stopped") else ""
     if len(samples) > 1:
@@ -76,6 +78,8 @@ def _summary(s: dict) -> list[str]:
              f"| call accuracy | {_pct(s['call_accuracy'])} |",
              f"| execution accuracy | {_pct(s['execution_accuracy'])} |",
              f"| correct and timed | {s['timed']} |",
+             *([f"| not run here (no input case could run on this runner; left out of every figure) | "
+                f"{s['not_run_here']} |"] if s.get("not_run_here") else []),
              f"| mean speedup (correct, timed) | {_f(s['speedup_mean'], '.3f', 'x')} |",
              f"| geometric-mean speedup | {_f(s['speedup_geomean'], '.3f', 'x')} |"]
     lines += [f"| {k} | {_pct(v)} |" for k, v in [*s["fast_p"].items(), *s["pass_at_k"].items()]]

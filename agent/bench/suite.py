@@ -81,6 +81,8 @@ class TaskRecord:
     samples: list[SampleRecord] = field(default_factory=list)
     cases_run: int = 0
     cases_skipped: int = 0
+    skipped_why: str = ""
+    """Why cases were left out, in a few words (``too large for the interpreter``)."""
     timed: bool = False
     baselines: dict[str, dict] = field(default_factory=dict)
     """kind -> {correct, speedup (first version vs that baseline, GPU only), cached, message}."""
@@ -196,6 +198,8 @@ def _line(rec: TaskRecord) -> str:
         return rec.error
     if b is None:
         return "stopped by the time budget, nothing verified" if rec.stopped else "no sample"
+    if b.not_run:
+        return "not run here: " + (rec.skipped_why or b.not_run)
     return (("stopped by the time budget, kept: " if rec.stopped else "") + f"{b.status}"
             + (" correct" if b.correct else "") + (f" {b.speedup:.2f}x" if b.speedup is not None else ""))
 
@@ -204,10 +208,23 @@ def _case_counts(r: EvalResult) -> tuple[int, int]:
     return sum(1 for c in r.cases if not c.skipped and c.trials), sum(1 for c in r.cases if c.skipped)
 
 
+def _skipped_why(r: EvalResult) -> str:
+    """Why the result's skipped cases were left out, in a few words each."""
+    whys = []
+    for c in r.cases:
+        if not c.skipped:
+            continue
+        why = ("too large for the interpreter" if "too large" in c.skipped else
+               "bf16 under the interpreter" if "bfloat16" in c.skipped else c.skipped[:60])
+        if why not in whys:
+            whys.append(why)
+    return "; ".join(whys)
+
+
 def _sample(r: EvalResult, source: str) -> SampleRecord:
     m = metrics.sample_from_result(r)
-    return SampleRecord(status=r.status, correct=bool(r.correct), speedup=m.speedup, pct_peak=m.pct_peak,
-                        message=r.message, source=source)
+    return SampleRecord(status=r.status, correct=bool(r.correct), speedup=m.speedup, not_run=m.not_run,
+                        pct_peak=m.pct_peak, message=r.message, source=source)
 
 
 class Bench:
@@ -225,9 +242,15 @@ class Bench:
         self._dlock = threading.Lock()
         self.deadline = time.monotonic() + time_budget_s if time_budget_s else None
         self.not_started: list[str] = []
+        self._unavailable_result: dict[str, EvalResult] = {}
         """Tasks left for a later --resume because the time budget was spent."""
         self.prior = dict(self.state.records)
         """What the state file had (a task the time budget stopped goes on from its record)."""
+        self.unavailable: Optional[EvalResult] = None
+        """The result that showed the runner cannot be used (it stayed so when asked again): no
+        task starts after it, since none could get better (unreachable, token refused)."""
+        self.not_run: list[str] = []
+        """Tasks not started because the runner cannot be used."""
 
     def stopped(self) -> list[str]:
         """Tasks the time budget stopped while they ran."""
@@ -256,6 +279,10 @@ class Bench:
 
         def one(task: Task, alone: bool = False) -> Optional[TaskRecord]:
             t0 = time.monotonic()
+            if self.unavailable is not None:
+                with self._dlock:
+                    self.not_run.append(task.name)
+                return None
             if self.deadline is not None and t0 > self.deadline:
                 with self._dlock:
                     self.not_started.append(task.name)
@@ -277,6 +304,8 @@ class Bench:
                 return None
             self.state.save(rec, results)
             progress.advance(f"{task.name}: {_line(rec)}")
+            if task.name in self._unavailable_result and self.unavailable is None and self._runner_gone():
+                self.unavailable = self._unavailable_result.get(task.name)
             return rec
 
         if todo:
@@ -294,6 +323,15 @@ class Bench:
                   + "; run the same command again with --resume to go on", file=self.stream)
         return [self.state.records[t.name] for t in self.tasks
                 if t.name in self.state.records and t.name not in self.not_started], reused
+
+    def _runner_gone(self) -> bool:
+        """Asked again after a task found the runner unusable: whether it still is (a request
+        the runner refused on its own would not stop the run)."""
+        try:
+            self.device()
+        except Exception:
+            return True
+        return False
 
     # -- strategies
 
@@ -318,9 +356,11 @@ class Bench:
             raise ValueError(f"unknown strategy {s.strategy}")
         if first is not None:
             rec.cases_run, rec.cases_skipped = _case_counts(first)
+            rec.skipped_why = _skipped_why(first)
             rec.timed = first.timing is not None
             if first.error and first.error.kind == "runner_unavailable":
                 rec.error = first.message
+                self._unavailable_result[task.name] = first
         for kind in s.baselines if not rec.stopped else ():  # a task the time budget stopped measures no more
             b = self._baseline(task, kind, results)
             if b is not None:
@@ -341,7 +381,8 @@ class Bench:
                 budget_s=self.settings.task_budget))
         except ValueError as e:
             rec.notes.append(f"not tunable: {e}")
-            rec.samples.append(SampleRecord("ok", True, None, None, "the original is kept: " + str(e), "original"))
+            rec.samples.append(SampleRecord("ok", True, None, None, message="the original is kept: " + str(e),
+                                            source="original"))
             return None
         rec.stopped = "time budget" if out.stopped == "time budget" else None
         base = out.baseline
@@ -364,7 +405,7 @@ class Bench:
         timed = bool(base.device and base.device.is_gpu and base.timing is not None)
         m = metrics.sample_from_result(base)
         rec.samples.append(SampleRecord("ok", True, 1.0 if timed else None, m.pct_peak,
-                                        "no verified improvement: the original is kept", "original"))
+                                        message="no verified improvement: the original is kept", source="original"))
         return base
 
     def _llm(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
@@ -381,8 +422,8 @@ class Bench:
             try:
                 out = self._optimize(task, "llm", llm=LLMSettings(**given), run_dir=run_dir, resume=resume)
             except ProviderError as e:
-                rec.samples.append(SampleRecord("crashed", False, None, None, f"the GEAK loop did not start: "
-                                                f"{e.message}", "llm"))
+                rec.samples.append(SampleRecord("crashed", False, None, None, message=f"the GEAK loop did not "
+                                                f"start: {e.message}", source="llm"))
                 continue
             if out.stopped == "time budget":
                 rec.stopped = "time budget"

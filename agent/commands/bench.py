@@ -24,7 +24,7 @@ from ..bench.baselines import KINDS, BaselineCache, default_cache
 from ..bench.formats import FORMATS
 from ..bench.suite import Bench, Settings, TaskRecord, document
 from ..bench.tasks import SuiteError, check_requests, load_suite
-from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err
+from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, product, tell_unavailable
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -157,6 +157,11 @@ def run(args) -> int:
     err(f"geak bench: {len(runnable)} task(s) ({', '.join(formats)}) from {suite}, strategy {settings.strategy}, "
         f"run directory {out}" + (f"; {len(broken)} more not run (harness errors)" if broken else ""))
     bench, records, device = _run(args, runner, runnable, settings, opts, out)
+    if bench.unavailable is not None:  # no task could get better: one message, and the runner's exit code
+        tell_unavailable(bench.unavailable)
+        if bench.not_run:
+            err(f"  stopped before the other {len(bench.not_run)} task(s); nothing was scored")
+        return exit_code(bench.unavailable)
     # Tasks whose files do not fit their format are harness errors in the report, in suite order.
     done = {r.name: r for r in records}
     done.update({t.name: TaskRecord(t.name, t.format, t.symbol, t.rel, t.digest, error=t.error) for t in broken})
@@ -164,7 +169,7 @@ def run(args) -> int:
     doc = _document(records, settings, device, suite, notes, ks, bench.not_started, bench.stopped())
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    err(summary_text(doc))
+    product(summary_text(doc), args.json == "-")
     _write_outputs(args, doc)
     return _exit_code(records, bench)
 
@@ -268,6 +273,7 @@ def _exit_code(records, bench: Bench) -> int:
 
 def summary_text(doc: dict) -> str:
     s = doc["summary"]
+    untimed = doc.get("settings", {}).get("timing") is False
 
     def pct(x):
         return "-" if x is None else f"{100 * x:.1f}%"
@@ -275,31 +281,40 @@ def summary_text(doc: dict) -> str:
     def x(v):
         return "-" if v is None else f"{v:.3f}x"
 
-    lines = [f"{'task':<24} {'result':<16} {'cases':>9}  {'speedup':>9}  {'% of peak':>9}"]
+    lines = [f"{'task':<24} {'result':<16} {'speedup':>9}  {'% of peak':>9}  cases run / all"]
     for t in doc["tasks"]:
         good = [sm for sm in t["samples"] if sm["correct"] and sm["status"] == "ok"]
-        res = t["error"] and "harness error" or (
+        not_run = bool(t["samples"]) and all(sm.get("not_run") for sm in t["samples"])
+        res = t["error"] and "harness error" or ("not run here" if not_run else (
             f"{len(good)}/{len(t['samples'])} correct" if len(t["samples"]) > 1 else
             ("correct" if good else (t["samples"][0]["status"] if t["samples"] else
-                                     "stopped" if t.get("stopped") else "no sample")))
+                                     "stopped" if t.get("stopped") else "no sample"))))
         if t.get("stopped") and t["samples"]:
             res += " (stopped)"
         sp = max((sm["speedup"] for sm in good if sm["speedup"] is not None), default=None)
         best = max(good, key=lambda sm: sm["speedup"] or 0.0, default=None)
-        peak = "unknown" if best is None or best.get("pct_peak") is None else f"{best['pct_peak']:.0f}%"
-        lines.append(f"{t['name'][:24]:<24} {res:<16} {t['cases_run']:>4}/{t['cases_skipped']:<4}  {x(sp):>9}  "
-                     f"{peak:>9}")
+        peak = ("-" if best is None or not t.get("timed") else
+                "unknown" if best.get("pct_peak") is None else f"{best['pct_peak']:.0f}%")
+        run, skipped = t["cases_run"], t["cases_skipped"]
+        cases = f"{run}/{run + skipped}" + (f" ({skipped} skipped: {t.get('skipped_why') or 'see the report'})"
+                                             if skipped else "")
+        lines.append(f"{t['name'][:24]:<24} {res:<16} {x(sp):>9}  {peak:>9}  {cases}")
     for t in doc["tasks"]:
         if t["error"]:
             lines.append(f"  {t['name']}: harness error: {t['error']}")
-    fp = ", ".join(f"{k} {pct(v)}" for k, v in s["fast_p"].items())
     pk = ", ".join(f"{k} {pct(v)}" for k, v in s["pass_at_k"].items())
-    lines.append(f"call accuracy {pct(s['call_accuracy'])}, execution accuracy {pct(s['execution_accuracy'])}, "
-                 f"speedup mean {x(s['speedup_mean'])} geomean {x(s['speedup_geomean'])} over {s['timed']} timed; "
-                 f"{fp}; {pk}")
-    if doc.get("settings", {}).get("timing") is False:
-        lines.append("timing     none: --no-timing (correctness only)")
+    line = f"call accuracy {pct(s['call_accuracy'])}, execution accuracy {pct(s['execution_accuracy'])}"
+    if s["timed"]:
+        fp = ", ".join(f"{k} {pct(v)}" for k, v in s["fast_p"].items())
+        line += f", speedup mean {x(s['speedup_mean'])} geomean {x(s['speedup_geomean'])} over {s['timed']} timed; {fp}"
+    line += f"; {pk}"
+    lines.append(line)
+    if s.get("not_run_here"):
+        lines.append(f"not run    {s['not_run_here']} task(s) not run here: no input case could run on this runner "
+                     "(inputs too large for the CPU interpreter, or bf16 there); left out of every figure above")
+    if untimed:
+        lines.append("timing     none: --no-timing (correctness only): no speedups, fast_p or % of peak")
     elif s["timed"] == 0:
-        lines.append("timing     none: the CPU interpreter checks correctness only; use a GPU runner "
-                     "(--runner URL) for speedups")
+        lines.append("timing     none: the CPU interpreter checks correctness only (no speedups, fast_p or % of "
+                     "peak); use a GPU runner (--runner URL) for them")
     return "\n".join(lines)

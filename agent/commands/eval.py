@@ -13,7 +13,7 @@ from runner.source import SourceError, build_request, declared_case_count, find_
 
 from ..console import Ticker
 from ..render import render_eval, sandbox_warning
-from . import EXIT_BAD_INPUT, err, exit_code, tell_source_error
+from . import EXIT_BAD_INPUT, err, exit_code, product, runner_unavailable, tell_source_error, tell_unavailable
 
 
 def add_arguments(e: argparse.ArgumentParser) -> None:
@@ -105,7 +105,10 @@ def run(args) -> int:
             result = runner.evaluate(req)
     finally:
         runner.close()
-    err(render_eval(result, str(req.target), str(req.candidate) if req.candidate else None))
+    if runner_unavailable(result):  # the runner's doing, not the code's: no verdict on the code
+        tell_unavailable(result)
+    else:
+        product(render_eval(result, str(req.target), str(req.candidate) if req.candidate else None), args.json)
     warning = sandbox_warning(result)
     if warning:
         err(warning)

@@ -27,7 +27,8 @@ from ..outcome import Outcome
 from ..progress import Progress
 from ..render import diff_text, iteration_status, render_eval, render_llm, render_tune, sandbox_warning, step_line
 from ..tune.strategy import TuneSettings
-from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, tell_source_error
+from . import (EXIT_BAD_INPUT, EXIT_OK, EXIT_PROVIDER, EXIT_UNVERIFIED, err, exit_code, product,
+               runner_unavailable, tell_source_error, tell_unavailable)
 
 
 class UsageError(Exception):
@@ -56,7 +57,8 @@ def add_arguments(o: argparse.ArgumentParser) -> None:
                         "(default: its integer size arguments, strides left out)")
     o.add_argument("--out", metavar="FILE", help="write the target file with the best config to FILE")
     o.add_argument("--preview", action="store_true",
-                   help="show the edit as a diff (on stderr) without writing it; without a GPU, the "
+                   help="show the edit as a diff (on stdout; the report then goes to stderr) without "
+                        "writing it; without a GPU, the "
                         "untimed edit (see --untimed)")
     o.add_argument("--untimed", action="store_true",
                    help="with --out, when nothing could be timed (no GPU): write the untimed edit, an "
@@ -235,16 +237,22 @@ class Watch:
             self.stop()
             err(p.message)
             self._tick(f"tuning {self.target}")
+        elif p.stage in ("plan", "batch"):  # a line per batch: the ticker speaks only when one is slow
+            self.stop()
+            err(f"  {p.message}")
+            self._tick(f"tuning {self.target}", first_s=15.0)
         elif p.stage == "untimed":
             self._tick("checking the untimed edit")
 
-    def _tick(self, what: str) -> None:
+    def _tick(self, what: str, first_s: float = 5.0) -> None:
         self.stop()
-        self.ticker = Ticker(what, self.limits, "--eval-timeout").__enter__()
+        self.ticker = Ticker(what, self.limits, "--eval-timeout", first_s=first_s).__enter__()
 
     def stop(self) -> None:
         if self.ticker is not None:
             self.ticker.__exit__(None, None, None)
+            if self.ticker.said_limits:
+                self.limits = None  # said once, by the first ticker that showed
             self.ticker = None
 
     def close(self) -> None:
@@ -294,32 +302,45 @@ def run(args, runner=None) -> int:
 
 def _original_fails(outcome: Outcome, req: EvalRequest) -> int:
     base = outcome.baseline
-    err(render_eval(base, str(req.target), None))
-    if base.error and base.error.kind == "runner_unavailable":
+    if runner_unavailable(base):  # the runner's doing: nothing ran, and there is nothing to fix in the code
+        tell_unavailable(base)
         return exit_code(base)
+    err(render_eval(base, str(req.target), None, head=f"geak optimize  {req.target}: the original's own check"))
     err("geak: the original does not pass its own check; fix it first")
     return EXIT_BAD_INPUT
 
 
 def _report_llm(args, req: EvalRequest, outcome: Outcome) -> int:
     report = outcome.report
-    err(render_llm(report))
+    if outcome.stopped in ("provider", "unreachable") and not outcome.verified:
+        # Nothing was tried: the provider could not be used, which no further attempt would change.
+        err(f"geak: cannot run: {report.provider_error or report.message}")
+        err("  what to do: " + ("check that the server at the base URL (--base-url, or OPENAI_BASE_URL / "
+                                "ANTHROPIC_BASE_URL) is running and reachable from here"
+                                if outcome.stopped == "unreachable" else
+                                "check the key in OPENAI_API_KEY / ANTHROPIC_API_KEY, and --model")
+            + f"; the run directory is {report.run_dir}")
+        if args.json:
+            print(to_json(report, indent=2))
+        return EXIT_PROVIDER
+    product(render_llm(report), args.json)
     if report.improved and args.out:
         Path(args.out).write_text(report.source, encoding="utf-8")
         err(f"wrote {args.out}")
     if args.json:
         print(to_json(report, indent=2))
-    if outcome.stopped == "provider":
-        return EXIT_BAD_INPUT
+    if outcome.stopped in ("provider", "unreachable", "provider_errors") and not report.improved:
+        return EXIT_PROVIDER
     return EXIT_OK if report.improved else EXIT_UNVERIFIED
 
 
 def _report_tune(args, req: EvalRequest, outcome: Outcome) -> int:
     report = outcome.report
-    err(render_tune(report))
+    # With --preview the diff is the product on stdout, and the report goes to stderr.
+    product(render_tune(report), args.json or args.preview)
     untimed = (outcome.untimed_edit, outcome.untimed_note) if outcome.untimed_note else None
     if args.preview:
-        _preview(req, report, untimed)
+        _preview(req, report, untimed, args.json)
     if args.out:
         _write_out(args, report, untimed)
     if args.json:
@@ -330,13 +351,14 @@ def _report_tune(args, req: EvalRequest, outcome: Outcome) -> int:
     return EXIT_OK if report.improved else EXIT_UNVERIFIED
 
 
-def _preview(req: EvalRequest, report, untimed) -> None:
+def _preview(req: EvalRequest, report, untimed, json_too: bool = False) -> None:
     text, path = req.files[req.target.path], req.target.path
-    if report.improved:
-        err("preview of the edit (--out FILE writes it):\n" + diff_text(text, report.source, path))
+    if report.improved:  # the diff is the product (stdout); what it is, a note (stderr)
+        err("preview of the edit (--out FILE writes it):")
+        product(diff_text(text, report.source, path), json_too)
     elif untimed and untimed[0]:
-        err(f"preview of the untimed edit ({untimed[1]}; --untimed --out FILE writes it):\n"
-            + diff_text(text, untimed[0], path))
+        err(f"preview of the untimed edit ({untimed[1]}; --untimed --out FILE writes it):")
+        product(diff_text(text, untimed[0], path), json_too)
     else:
         err("preview: no edit to show: " + (untimed[1] if untimed else "no config was verified faster"))
 

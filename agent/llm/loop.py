@@ -52,7 +52,7 @@ class LoopConfig:
 class LoopResult:
     steps: list[Step]
     stopped: str
-    """iterations | target | budget | provider | provider_errors | time budget"""
+    """iterations | target | budget | provider | unreachable | provider_errors | time budget"""
     iterations_run: int
     fatal: Optional[str] = None
 
@@ -159,14 +159,19 @@ class _Loop:
         self.ran = it + 1
 
     def stops_after(self, new: list[Step], out_of_budget: bool) -> bool:
-        """Stop on: a refusal (bad key, unknown model), every call failing twice running, the
-        target reached, the budget spent."""
+        """Stop on: a refusal (bad key, unknown model), a provider that no call of the run has
+        reached (the SDK retried each), every call failing twice running, the target reached,
+        the budget spent."""
         self.fatal = next((s.error for s in new if s.error_kind in ProviderError.FATAL), None)
         all_failed = bool(new) and all(s.outcome == PROVIDER_ERROR for s in new)
         self.failed_in_a_row = self.failed_in_a_row + 1 if all_failed else 0
+        never_reached = all_failed and all(s.error_kind == "connection" for s in new) and \
+            all(s.outcome == PROVIDER_ERROR and s.error_kind == "connection" for s in self.steps)
         more = self.ran < self.cfg.iterations
         if self.fatal is not None:
             self.stopped = "provider"
+        elif never_reached:
+            self.fatal, self.stopped = new[0].error, "unreachable"
         elif self.failed_in_a_row >= self.cfg.max_failed_iterations:
             self.stopped = "provider_errors"
         elif self.target_reached() and more:

@@ -67,7 +67,10 @@ class Report:
     iterations_run: int = 0
     parallel: int = 1
     stopped: str = "iterations"
-    """iterations | target | budget | provider | provider_errors"""
+    """iterations | target | budget | provider (a refusal: key, model) | unreachable (no call ever
+    reached the provider) | provider_errors | time budget"""
+    provider_error: Optional[str] = None
+    """What stopped it, where the provider did (``provider``, ``unreachable``): its message."""
     timed: bool = False
     improved: bool = False
     best: Optional[str] = None

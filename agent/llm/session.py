@@ -82,6 +82,7 @@ def device_text(d: Optional[DeviceInfo], arch: Optional[str]) -> str:
 STOPS = {"target": "stopped at the target speedup {target_speedup}x",
          "budget": "stopped: token budget spent ({total} of {budget} tokens)",
          "provider": "stopped: the provider refused the request ({fatal})",
+         "unreachable": "stopped: the provider could not be reached ({fatal})",
          "provider_errors": "stopped: every model call failed in the last iterations (see the run "
                             "directory's step.json files)",
          "time budget": "stopped: the time budget was spent (go on with --resume)"}
@@ -145,7 +146,8 @@ class Session:
         d = self.baseline.device
         rep = Report(target=str(self.base.target), provider=s.provider, model=s.model, run_dir=str(self.run.path),
                      device=str(d) if d else "", knowledge=self.names, iterations_run=result.iterations_run,
-                     parallel=cfg.parallel, stopped=result.stopped, baseline=self.baseline, usage=usage.as_dict())
+                     parallel=cfg.parallel, stopped=result.stopped, baseline=self.baseline, usage=usage.as_dict(),
+                     provider_error=result.fatal if result.stopped in ("provider", "unreachable") else None)
         rep.candidates = [_candidate(st) for st in steps]
         ok = verified(steps)
         rep.timed = any(speedup(st.result) is not None for st in ok)

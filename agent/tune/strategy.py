@@ -3,6 +3,7 @@ launch (``tuner.tune``) on the arch, and read its report as an ``Outcome``."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -46,17 +47,54 @@ def tried_configs(report: TuneReport) -> list[Tried]:
     return out
 
 
+def plan_text(plan: dict) -> str:
+    """What the search will run, before it runs it (``tune``'s ``on_plan``)."""
+    n, batch, par = plan["configs"], plan["batch"], plan["parallel"]
+    text = f"{'up to ' if plan['at_most'] else ''}{n} config(s) to check"
+    if plan["space"] > n + plan["pruned"]:
+        text += f" (of {plan['space']} in the space)"
+    if plan["pruned"]:
+        text += f", {plan['pruned']} more ruled out by the compile report"
+    text += f"; {batch} at a time on {par} worker(s)" if batch and batch < n else f" on {par} worker(s)"
+    return text + "; the first batch tells how long each takes"
+
+
+def pace_text(done: int, total: int, elapsed: float, at_most: bool) -> str:
+    """Where the search stands after a batch, and what is left at the pace measured so far."""
+    text = f"{done} of {'up to ' if at_most else ''}{total} config(s) checked in {_duration(elapsed)}"
+    if 0 < done < total:
+        text += f"; about {_duration(elapsed / done * (total - done))} more at this pace"
+    return text
+
+
+def _duration(s: float) -> str:
+    s = max(0, round(s))
+    return f"{s} s" if s < 90 else f"{s // 60} min {s % 60:02d} s"
+
+
 def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, s: TuneSettings,
         say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     d = baseline.device
     gpu = bool(d and d.is_gpu and baseline.timing)
-    runner.on_batch = lambda results: say(runner.progress(
-        "batch", f"tuning batch {runner.batches}: {runner.evaluated} config(s) evaluated, {runner.verified} "
-                 "verified so far", done=runner.evaluated, total=s.max_configs))
+    plan = {"configs": s.max_configs, "at_most": True, "t0": time.monotonic()}
+
+    def on_plan(p: dict) -> None:
+        plan.update(p, t0=time.monotonic(), before=runner.evaluated)
+        say(runner.progress("plan", plan_text(p), done=0, total=p["configs"]))
+
+    def on_batch(results) -> None:
+        done = runner.evaluated - plan.get("before", 0)
+        if done > plan["configs"]:  # the confirmation, or the untimed edit's check: not the search's
+            return
+        say(runner.progress(
+            "batch", f"tuning batch {runner.batches}: {pace_text(done, plan['configs'], time.monotonic() - plan['t0'], plan['at_most'])}, "
+                     f"{runner.verified} verified so far", done=done, total=plan["configs"]))
+
+    runner.on_batch = on_batch
     say(runner.progress("search", f"tuning {request.target} for {arch} on {d.name if d else 'the runner'} ...",
                         device=d, arch=arch, total=s.max_configs))
     report = tune(runner, request, arch, max_configs=s.max_configs, trials_per_case=s.trials, timed=gpu,
-                  emit=s.emit, key=s.key, deadline=deadline, original=baseline)
+                  emit=s.emit, key=s.key, deadline=deadline, original=baseline, on_plan=on_plan)
     out = Outcome(strategy="tune", baseline=baseline, report=report, timed=report.timed or gpu,
                   message=report.message, notes=list(report.notes), tried=tried_configs(report),
                   stopped=report.stopped)

@@ -61,6 +61,13 @@ on a runner that other tasks may share) before larger batches are sized to the t
 first batch as large as the runner, sent by several tasks at once, queued past every budget."""
 
 
+PROGRESS_BATCH = 4
+"""Without a deadline and with nothing timed (the CPU interpreter), configs run in batches of
+this many per evaluation the runner runs at once, after one compile screen of them all, so that
+between batches the progress and the pace can be said (a batch waits for its slowest config,
+so larger batches lose less to that)."""
+
+
 PRIOR_SHARE = 0.5
 """Under a deadline no search starts with less time left than this share of the original's own
 check: a first batch started then ran past the budget (TritonBench-G's destindex_copy_kv1: a
@@ -628,7 +635,7 @@ def backend_of(arch: str) -> str:
 def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: int = 0,
          trials_per_case: int = 2, timed: bool = False, emit: str = "constants",
          key: Optional[list[str]] = None, deadline: Optional[Deadline] = None,
-         original: Optional[EvalResult] = None) -> TuneReport:
+         original: Optional[EvalResult] = None, on_plan: Optional[Callable[[dict], None]] = None) -> TuneReport:
     """Tune the launch of ``request.target`` (a built request for the target alone).
     ``timed``: the runner measures speed (a GPU), so large spaces are searched rather than
     sampled. ``emit``: ``constants`` writes the best config into the launch; ``autotune``
@@ -637,6 +644,10 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     start after it (less ``CONFIRM_RESERVE``), keeping its best verified config, and every
     evaluation's phase limits are lowered to the time left. ``original``: the original's own
     evaluation, for its share of the roofline (a search also stops once it is near the roofline).
+    ``on_plan``: told once, before the first config runs, what the search will run: ``{"configs":
+    n (at most, with "at_most": True, when the search may stop sooner or descends), "space":
+    the space's size, "pruned": configs the compile screen ruled out, "batch": configs per
+    batch, "parallel": evaluations the runner runs at once}``.
 
     Find the launch and its knobs; build the space; prune what cannot fit the arch; search;
     judge the trials; write the edit; confirm it on a fresh evaluation."""
@@ -645,6 +656,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     t = _Tuning(runner if deadline is None else BudgetRunner(runner, deadline), request, arch, trials_per_case)
     t.deadline, t.original_roof = deadline, roofline(original)
     t.untimed_why = _untimed_why(original)
+    t.on_plan = on_plan or (lambda plan: None)
     t.report.budget_s = round(deadline.left(), 1) if deadline is not None else None
     t.reserve_s = confirm_reserve(t.report.budget_s, original)
     # Before the first batch has measured the pace, the original's own check is the best guess
@@ -694,6 +706,10 @@ class _Tuning:
         self.cut: list[dict] = []
         """Configs whose evaluation the deadline ended (limits lowered to the time left)."""
         self.started = time.monotonic()
+        self.prescreened: Optional[dict] = None
+        """The compile screen's verdicts on every config of the search, where it ran once before
+        the first batch (``PROGRESS_BATCH``); None: each batch is screened as it comes."""
+        self.on_plan: Callable[[dict], None] = lambda plan: None
 
     # 1. The launch site and its knobs ------------------------------------------------------
 
@@ -840,8 +856,11 @@ class _Tuning:
         """Screen the batch by compiling it for the arch, then run what is left. Returns the run
         configs' trials (the pruned ones go to ``report.screened``)."""
         t0 = time.monotonic()
-        verdicts = self.screen.check(configs)
-        self._step("screen", len(configs), t0, self.screen.last)
+        if self.prescreened is not None:
+            verdicts = self.prescreened
+        else:
+            verdicts = self.screen.check(configs)
+            self._step("screen", len(configs), t0, self.screen.last)
         run = []
         for cfg in configs:
             why, res = verdicts.get(_key(cfg), (None, None))
@@ -934,6 +953,8 @@ class _Tuning:
         rest = [c for c in space if c != start and c not in seeds]
         order = random.Random(seed).sample(rest, len(rest))
         explore = seeds[:max_configs] + order[:n_sample]
+        self.on_plan({"configs": max_configs, "at_most": True, "space": report.space_size, "pruned": 0,
+                      "batch": self.batch, "parallel": _parallelism(self.runner)})
         explored = self._budgeted(explore, spare=order[n_sample:]) if explore else []
         best0 = choose(explored)
         if best0 is not None:
@@ -964,7 +985,28 @@ class _Tuning:
                                 + (f" ({report.space_size - report.pruned_before} after pruning)"
                                    if report.pruned_before else "")
                                 + (f", {len(seeds)} of them known-good tile shapes for {self.backend}" if seeds else ""))
+        if self.prescreen:
+            space = self._prescreen(space)
+        self.on_plan({"configs": len(space), "at_most": self.deadline is not None or bool(self.search_timing), "space": report.space_size,
+                      "pruned": len(report.screened), "batch": min(self.batch or len(space), len(space)),
+                      "parallel": _parallelism(self.runner)})
         report.trials = self._budgeted(space)
+
+    def _prescreen(self, space: list[dict[str, int]]) -> list[dict[str, int]]:
+        """One compile screen of every config before the first batch: the configs it rules out
+        go to ``report.screened``; the others are returned, in order, to run."""
+        t0 = time.monotonic()
+        self.prescreened = self.screen.check(space)
+        self._step("screen", len(space), t0, self.screen.last)
+        run = []
+        for cfg in space:
+            why, res = self.prescreened.get(_key(cfg), (None, None))
+            if why:
+                self.report.screened.append(Trial(config=cfg, status="pruned", correct=False, resources=res,
+                                                  pruned=why, message=f"pruned before running: {why}"))
+            else:
+                run.append(cfg)
+        return run
 
     def _plan_budget(self, timed: bool) -> None:
         """How the search stops early: before a batch that would start past the deadline (less
@@ -978,7 +1020,8 @@ class _Tuning:
         if self.deadline is not None:
             self.search_deadline = self.deadline.sooner(self.reserve_s)
         n = _parallelism(self.runner)
-        self.batch = None if self.deadline is None and not timed else (2 * n if timed else n)
+        self.prescreen = self.deadline is None and not timed
+        self.batch = PROGRESS_BATCH * n if self.prescreen else (2 * n if timed else n)
         self.per_config_s: Optional[float] = None
         """Seconds of search per config, as measured so far (under a deadline)."""
 
