@@ -71,7 +71,10 @@ export class PreviewChoices implements vscode.Disposable {
   /** From the title-bar buttons (with the diff's URI) or the notification. Without a URI: the
    * preview opened last. Returns whether a preview was waiting. */
   decide(choice: Choice, right?: vscode.Uri | unknown): boolean {
-    const given = right instanceof vscode.Uri ? right.toString() : typeof right === "string" ? right : undefined;
+    // A command link's argument is a string, decoded once more by VS Code on the way: parsed
+    // again, it is the same URI as the key.
+    const given = right instanceof vscode.Uri ? right.toString()
+      : typeof right === "string" && right.startsWith(`${PREVIEW_SCHEME}:`) ? vscode.Uri.parse(right).toString() : undefined;
     const key = given && given.startsWith(`${PREVIEW_SCHEME}:`) ? given : this.order[this.order.length - 1];
     const resolve = key ? this.waiting.get(key) : undefined;
     if (!key || !resolve) return false;
