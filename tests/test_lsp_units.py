@@ -262,3 +262,18 @@ def test_strings_over_many_column_0_lines_and_syntax_errors_cost_few_parses(monk
             ast.parse(src)
         assert (mine.value.lineno, mine.value.msg) == (whole.value.lineno, whole.value.msg), what
         assert len(calls) < 40, (what, len(calls))
+
+
+def test_runner_advice_is_said_as_the_editor_setting():
+    from geak_lsp.wording import editor_words
+    cpu = ("CPU interpreter: correctness only, no timing; connect a GPU runner (--runner URL or "
+           "GEAK_RUNNER_URL) to measure speed")
+    assert editor_words(cpu) == ("CPU interpreter: correctness only, no timing; set geak.runner.url to a GPU "
+                                 "runner to measure speed")
+    tune = ("no timing here, so nothing is offered as faster: timing needs a GPU. Run the same command on a GPU "
+            "box, or point it at a runner there: --runner http://HOST:8765 (geak-runner serve on that box)")
+    assert editor_words(tune).endswith("Set geak.runner.url to a runner on a GPU box "
+                                       "(http://HOST:8765: geak-runner serve there)")
+    for text in (cpu, tune, "run where the original runs (a GPU runner: --runner URL), or", "use --runner URL"):
+        assert "--runner" not in editor_words(text) and "GEAK_RUNNER_URL" not in editor_words(text)
+    assert editor_words("the kernel mismatched") == "the kernel mismatched"
