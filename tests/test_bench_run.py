@@ -165,10 +165,12 @@ def test_cli_unknown_task_name_lists_the_tasks():
 def test_cli_through_a_remote_runner(tmp_path):
     from test_daemon import TOKEN, Daemon, free_port
     url = f"http://127.0.0.1:{free_port()}"
-    p = geak(str(FIX / "tritonbench"), "--runner", url, "--out", str(tmp_path / "o0"), env={"GEAK_RUNNER_TOKEN": TOKEN})
+    p = geak(str(FIX / "mixed"), "--runner", url, "--jobs", "1", "--out", str(tmp_path / "o0"),
+             env={"GEAK_RUNNER_TOKEN": TOKEN})
     # Nothing listening: the first task tells, the runner is asked once more, and the run stops there.
     assert p.returncode == 3 and "cannot run: cannot reach the runner" in p.stderr and "Traceback" not in p.stderr
-    assert "stopped before the other" in p.stderr and p.stderr.count("cannot reach the runner") <= 3, p.stderr
+    assert "stopped before the other 3 task(s)" in p.stderr and p.stderr.count("what to do") == 1, p.stderr
+    assert p.stdout == ""
     d = Daemon(tmp_path / "state", TOKEN).start()
     try:
         p = geak(str(FIX / "tritonbench"), "--candidates", str(FIX / "tritonbench_candidates"), "--runner", d.url,

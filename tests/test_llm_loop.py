@@ -371,3 +371,24 @@ def test_arch_picks_the_knowledge_pack_when_the_runner_has_no_gpu(proj, llm, run
     code, rep, err = optimize(runner, capsys, "--iterations", "1", "--arch", "gfx942")
     assert rep["knowledge"] == ["triton.md", "amd_cdna3.md"]
     assert "64 threads wide" in server.prompts()[0] and "write for gfx942" in server.prompts()[0]
+
+
+def test_a_provider_nobody_listens_for_stops_the_run_at_once_with_its_own_exit_code(tmp_path):
+    """The OpenAI SDK against a closed loopback port: no call can get through, so the run stops
+    after the first iteration with one message and exit 4 (not the 1 of "nothing better found")."""
+    import socket
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = Project(tmp_path).write("k.py", ADD_RELU)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(PYTHONPATH=str(ROOT), OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1")
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "optimize", "k.py::add_relu", "--strategy", "llm",
+                        "--provider", "openai", "--model", "m", "--iterations", "5", "--trials", "1",
+                        "--retries", "0", "--device", "interpreter", "--workers", "1"], cwd=p.root, env=env,
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "geak: cannot run: " in r.stderr and "cannot reach the server" in r.stderr and "what to do" in r.stderr
+    assert "NO VERIFIED IMPROVEMENT" not in r.stdout + r.stderr and "iteration 2/" not in r.stderr
+    runs = list((p.root / ".geak" / "runs").iterdir())
+    assert len(runs) == 1 and [d.name for d in (runs[0] / "steps").iterdir()] == ["i00-c0"]
