@@ -168,7 +168,7 @@ def test_an_answer_cut_at_the_token_limit_is_told_so(proj, llm, runner, capsys):
 def test_provider_failures_stop_the_run_cleanly_and_keep_the_run_directory(proj, llm, runner, capsys, reply, kind):
     llm([reply, reply])
     code, rep, err = optimize(runner, capsys, "--iterations", "5", "--timeout", "1")
-    assert code == 1 and rep["stopped"] == "provider_errors" and rep["iterations_run"] == 2
+    assert code == 4 and rep["stopped"] == "provider_errors" and rep["iterations_run"] == 2
     assert [c["outcome"] for c in rep["candidates"]] == ["provider_error", "provider_error"]
     step = json.loads((steps_of(rep)["i01-c0"] / "step.json").read_text())
     assert step["error_kind"] == kind and step["outcome"] == "provider_error"
@@ -184,10 +184,10 @@ def test_a_rate_limit_costs_one_attempt_then_the_run_goes_on(proj, llm, runner, 
     assert "rate limited" in err
 
 
-def test_a_refused_key_stops_at_once_with_exit_2(proj, llm, runner, capsys, monkeypatch):
+def test_a_refused_key_stops_at_once_with_exit_4(proj, llm, runner, capsys, monkeypatch):
     llm([{"status": 401, "error": "invalid x-api-key"}, {"text": GOOD}])
     code, rep, err = optimize(runner, capsys, "--iterations", "3")
-    assert code == 2 and rep["stopped"] == "provider" and rep["iterations_run"] == 1
+    assert code == 4 and rep["stopped"] == "provider" and rep["iterations_run"] == 1
     assert "HTTP 401" in err and "check the API key" in err
 
 

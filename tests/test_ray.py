@@ -158,7 +158,7 @@ def test_bad_ray_runners_are_one_line_errors(project, monkeypatch):
     t0 = time.monotonic()
     res = r.evaluate_many([quick(project), quick(project)])
     assert time.monotonic() - t0 < 5
-    assert [x.error.kind for x in res] == ["runner_unavailable"] * 2 and exit_code(res[0]) == 2
+    assert [x.error.kind for x in res] == ["runner_unavailable"] * 2 and exit_code(res[0]) == 3
     assert res[0].message.startswith(f"cannot reach the Ray cluster at {url}: ") and "\n" not in res[0].message
     assert "ray start --head" in res[0].error.hint
     with pytest.raises(RunnerUnavailable, match="cannot reach"):
