@@ -59,3 +59,38 @@ def test_an_original_that_cannot_run_here_is_not_blamed_on_its_copy(p, runner):
     assert "the original's own test fails on this device (" in r.message and "CUDA tensors only" in r.message
     assert "no Triton kernel" not in r.message
 
+
+
+TBG = Path(__file__).parent / "identity" / "tbg" / "scaled_rows.py"
+
+
+def _tbg_verdict(runner, tmp_path, candidate_text: str):
+    """A TritonBench-G-style task (its test calls a helper through an autograd.Function)
+    judged against a candidate file of another name, as `geak bench` and the sweep do."""
+    from agent.bench.tasks import load_suite
+    from runner.schema import EvalOptions, Target
+    (tmp_path / "scaled_rows.py").write_text(TBG.read_text())
+    (tmp_path / "pyproject.toml").write_text("")
+    task = load_suite(tmp_path, "tritonbench", "scaled_rows")[0][0]
+    req = task.request(EvalOptions(trials=1))
+    req.candidate = Target("cand_scaled_rows.py", task.symbol)
+    req.candidate_files = {"cand_scaled_rows.py": candidate_text}
+    return runner.evaluate(req)
+
+
+def test_a_helper_the_test_reaches_may_be_renamed_but_not_changed(runner, tmp_path):
+    """The test's calls are paired in the order they were made: a renamed helper making the same
+    calls with the same values is the same computation (TritonBench-G's fifth_order_sph_harmonics
+    in the identity sweep); a renamed helper that returns another value is still wrong, and the
+    verdict names both names."""
+    text = TBG.read_text()
+    renamed = text.replace("lastdim_blocks", "blocks_v2")
+    r = _tbg_verdict(runner, tmp_path, renamed)
+    assert r.correct, r.message
+    wrong = renamed.replace("return triton.cdiv(x.numel(), block)", "return triton.cdiv(x.numel(), block) + 1")
+    r = _tbg_verdict(runner, tmp_path, wrong)
+    assert r.status == "mismatch", r.message
+    assert "lastdim_blocks; in the candidate blocks_v2" in r.message, r.message
+    more = text.replace("        out = torch.empty_like(x)\n", "        out = torch.empty_like(x)\n        lastdim_blocks(x, 1)\n")
+    r = _tbg_verdict(runner, tmp_path, more)
+    assert r.status == "mismatch" and "the test calls" in r.message, r.message
