@@ -11,6 +11,11 @@ NVIDIA backend (REG = registers per thread; STACK = per-thread stack frame, whic
 spills go). AMD: the amdgcn assembly's metadata (``.vgpr_count``, ``.agpr_count``,
 ``.private_segment_fixed_size``). Shared memory is Triton's own figure (``metadata.shared``).
 Occupancy is an estimate from the architecture limits below.
+
+With a ``stage``, a report also carries that stage's text (``listing``): Triton's own ttir,
+ttgir, llir, ptx or amdgcn, or the SASS that ``nvdisasm --print-line-info`` reads from the
+cubin, with the kernel source's line info in it; cut at ``LISTING_MAX`` characters, with a mark.
+For display only: nothing decides a verdict from it.
 """
 
 from __future__ import annotations
@@ -67,6 +72,25 @@ _DTYPES = {
     "float8_e5m2fnuz": "fp8e5b16",
 }
 _OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "sass"), "rocm": ("ttir", "ttgir", "llir", "amdgcn")}
+"""The compile stages a listing can show, per backend; the first-named default is the last."""
+LISTING_MAX = 2_000_000
+"""Characters of one listing that travel back; the rest is cut, with ``CUT_MARK`` saying so."""
+CUT_MARK = "# [listing cut: {n} more characters]"
+
+
+def default_stage(arch: str) -> str:
+    return STAGES[ARCHS[arch].backend][-1]
+
+
+def bounded(text: str, limit: int = LISTING_MAX) -> str:
+    """``text`` cut at the last line end before ``limit`` characters, with a mark saying how much
+    was left out."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit) + 1 or limit
+    return text[:cut] + CUT_MARK.format(n=len(text) - cut) + "\n"
 
 
 @dataclass
@@ -240,8 +264,34 @@ def source_for(raw_fn, launch: LaunchSignature, arch: str):
     return src, limits.gpu_target(), options
 
 
-def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> KernelResources:
-    """Compile one launch configuration for ``arch`` and read its resources."""
+def _sass(cubin: bytes) -> str:
+    """The cubin's SASS, each run of instructions under a ``//## File "...", line N`` comment
+    (the line info ptxas keeps in the cubin's .debug_line; Triton compiles with it)."""
+    tool = _tool("nvdisasm")
+    if tool is None:
+        return "# nvdisasm is not in this Triton's NVIDIA backend: no SASS\n"
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    try:
+        p = subprocess.run([tool, "--print-line-info", "--print-code", f.name], capture_output=True,
+                           text=True, timeout=120)
+    finally:
+        os.unlink(f.name)
+    return p.stdout if p.returncode == 0 else f"# nvdisasm failed: {p.stderr.strip()[:500]}\n"
+
+
+def stage_text(ck, stage: str) -> Optional[str]:
+    """One stage of a compiled kernel as text (``sass`` disassembled from the cubin)."""
+    if stage == "sass":
+        return _sass(ck.asm["cubin"]) if "cubin" in ck.asm else None
+    text = ck.asm.get(stage)
+    return text if isinstance(text, str) else None
+
+
+def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str,
+                stage: Optional[str] = None) -> KernelResources:
+    """Compile one launch configuration for ``arch`` and read its resources (and, with
+    ``stage``, that stage's text: ``KernelResources.listing``)."""
     import triton
 
     limits = ARCHS[arch]
@@ -274,6 +324,13 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str) -> Kernel
     if not res.fits:
         res.error = f"needs {res.shared_bytes} bytes of shared memory; {arch} has {limits.smem_per_block} per block"
     res.occupancy_pct = occupancy(limits, res.registers, res.shared_bytes, num_warps) if res.fits else 0.0
+    if stage:
+        res.listing_stage = stage
+        if stage in STAGES[limits.backend]:
+            text = stage_text(ck, stage)
+            res.listing = bounded(text) if text is not None else f"# no {stage} from this compile\n"
+        else:
+            res.listing = f"# no {stage} for {arch}: one of {', '.join(STAGES[limits.backend])}\n"
     res.compile_s = round(time.monotonic() - t0, 3)
     return res
 
@@ -295,7 +352,7 @@ def _jsonable(v: Any) -> bool:
 def compile_request(files: dict[str, str], jobs: list[dict]) -> dict:
     """What the pool's compile worker needs: the candidate tree (project-relative paths) and,
     per job, {"rel", "kernel", "signature", "constexprs", "divisible", "options",
-    "specialized", "arch", "variant"}."""
+    "specialized", "arch", "variant", "stage"}."""
     return {"files": files, "jobs": jobs}
 
 
@@ -326,7 +383,8 @@ def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: in
             sig = LaunchSignature(tuple(map(tuple, j["signature"])), tuple(map(tuple, j["constexprs"])),
                                   tuple(j["divisible"]), tuple(map(tuple, j["options"])),
                                   tuple(j.get("specialized", ())))
-            r = compile_for(obj, j["kernel"], sig, j["arch"])
+            stage = j.get("stage")
+            r = compile_for(obj, j["kernel"], sig, j["arch"], stage if isinstance(stage, str) else None)
         except Exception as e:
             r = KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
                                 error=f"{type(e).__name__}: {e}"[:300])

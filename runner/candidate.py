@@ -219,12 +219,15 @@ class CandidateSide(Side):
     def aot_reports(self, arch: str) -> tuple[list, Optional[dict]]:
         """The compile reports made here, and the compiles this process cannot make (under the
         interpreter; ``runner.aot.compile_request``) for the pool's compile worker."""
-        from .aot import ARCHS, _jsonable, compile_for, compile_request, with_config
+        from .aot import ARCHS, _jsonable, compile_for, compile_request, default_stage, with_config
         from .schema import KernelResources, to_dict
         if arch == "device":
             arch = self.device.arch or ""
         if arch not in ARCHS:
             return [], None
+        stage = self.opts.aot_stage
+        if stage == "default":
+            stage = default_stage(arch)
         launched = [(name, raw_fn, sig) for (side, name), (raw_fn, sigs) in self.launches.signatures.items()
                     if side == "candidate" for sig in sigs.values()]
         # (kernel, function, signature, variant): the launches seen, then the configs to screen
@@ -243,7 +246,7 @@ class CandidateSide(Side):
             if not self.interp:
                 out = []
                 for name, raw_fn, sig, variant in found:
-                    r = compile_for(raw_fn, name, sig, arch)
+                    r = compile_for(raw_fn, name, sig, arch, stage if variant is None else None)
                     r.variant = variant
                     out.append(r)
                 return [to_dict(r) for r in out], None
@@ -265,7 +268,7 @@ class CandidateSide(Side):
                 jobs.append({"rel": rel, "kernel": name, "signature": sig.signature,
                              "constexprs": sig.constexprs, "divisible": sig.divisible,
                              "options": sig.options, "specialized": sig.specialized, "arch": arch,
-                             "variant": variant})
+                             "variant": variant, "stage": stage if variant is None else None})
             files = {**self.trees.files, **self.trees.candidate_files}
             return [to_dict(r) for r in out], (compile_request(files, jobs) if jobs else None)
         finally:

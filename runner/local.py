@@ -29,6 +29,15 @@ def check_request(req: EvalRequest, static_reject: bool = True) -> Optional[Eval
                 raise SourceError(ErrorInfo(kind="bad_request", side="harness",
                                             message=f"unknown arch '{arch}'",
                                             hint="use one of " + ", ".join(sorted(ARCHS)) + ", or device"))
+        stage = req.options.aot_stage
+        if stage is not None and stage != "default":
+            from .aot import ARCHS, STAGES
+            known = STAGES[ARCHS[arch].backend] if arch in ARCHS else (*STAGES["cuda"], "amdgcn")
+            if stage not in known:
+                where = f" for {arch}" if arch in ARCHS else ""
+                raise SourceError(ErrorInfo(kind="bad_request", side="harness",
+                                            message=f"no compile stage '{stage}'{where}",
+                                            hint="use one of " + ", ".join(known)))
         if req.target.path not in req.files:
             raise SourceError(ErrorInfo(kind="bad_request", side="harness",
                                         message=f"the request carries no text for {req.target.path}"))

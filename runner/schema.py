@@ -161,6 +161,10 @@ class EvalOptions:
     types of its observed launches, without running them. Reported with ``variant`` = index
     (the tuner screens its configs this way before running any)."""
     aot_kernel: Optional[str] = None
+    aot_stage: Optional[str] = None
+    """With ``aot_arch``: each report of a launch also carries the text of this compile stage
+    (ttir, ttgir, llir, ptx, sass for NVIDIA; ttir, ttgir, llir, amdgcn for AMD), with the
+    kernel source's line info, for display (``geak asm``); cut at a few MB."""
     unit: str = "auto"
     """What is compared (runner.units): "symbol" (calls of the target), "tests" (everything the
     tests of a TritonBench-G / ROCm file reach above its separator), or "auto"."""
@@ -306,6 +310,9 @@ class KernelResources:
     compile_s: float = 0.0
     variant: Optional[int] = None
     """Index into ``EvalOptions.aot_configs`` when this is a screened config, not a launch."""
+    listing_stage: Optional[str] = None
+    listing: Optional[str] = None
+    """With ``options.aot_stage``: that stage's text (a claim of the worker, for display only)."""
 
 
 @dataclass
