@@ -3,6 +3,7 @@
   geak eval     PATH::SYMBOL [--candidate PATH::SYMBOL] [--runner local|URL] [--json]
   geak optimize PATH::SYMBOL [--strategy tune|llm] [--out FILE] [--json]
   geak bench    DIR [--format ...] [--strategy none|tune|llm] [--json FILE] [--report FILE]
+  geak asm      PATH::SYMBOL [--arch ARCH] [--stage STAGE] [--json]
 
 The command's product (its report, a ``--preview`` diff) goes to stdout, progress and notes to
 stderr; ``--json`` prints one JSON document on stdout instead, the report going to stderr.
@@ -27,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import bench, eval as eval_, optimize
+    from .commands import asm, bench, eval as eval_, optimize
     p = _Parser(prog="geak", description="Evaluate and optimize Triton / PyTorch kernels.")
     p.add_argument("--version", action="version", version=f"geak {version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every task in DIR (geak, TritonBench-G, GEAK ROCm or KernelBench format) through a "
                     "strategy and report call accuracy, execution accuracy, speedups, fast_p, pass@k and "
                     "% of peak."))
+    asm.add_arguments(sub.add_parser(
+        "asm", help="show what the compiler made of the target's kernels, line by line",
+        description="Compile each Triton kernel PATH::SYMBOL launches, with the types, constexprs and launch "
+                    "options of its recorded launches, for --arch, and print the chosen stage with each run of "
+                    "instructions under the kernel source line it came from."))
     return p
 
 
@@ -57,10 +63,11 @@ def version() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .commands import bench, eval as eval_, optimize
+    from .commands import asm, bench, eval as eval_, optimize
     args = build_parser().parse_args(argv)
     try:
-        return {"eval": eval_.run, "optimize": optimize.run, "bench": bench.run}[args.command](args)
+        return {"eval": eval_.run, "optimize": optimize.run, "bench": bench.run,
+                "asm": asm.run}[args.command](args)
     except KeyboardInterrupt:
         err("geak: interrupted")
         return 130

@@ -1,4 +1,4 @@
-"""The ``geak`` subcommands: ``eval``, ``optimize`` and ``bench``, one module each.
+"""The ``geak`` subcommands: ``eval``, ``optimize``, ``bench`` and ``asm``, one module each.
 
 Each turns its command line into the agent's and the runner's calls and prints the outcome:
 the command's product (its report, the diff of ``--preview``; with ``--json`` the JSON instead)

@@ -12,7 +12,7 @@ from runner.schema import EvalOptions, EvalResult, Tolerance, to_json
 from runner.source import SourceError, build_request, declared_case_count, find_project_root, parse_spec
 
 from ..console import Ticker
-from ..render import render_eval, sandbox_warning
+from ..render import render_compiled_diff, render_eval, sandbox_warning
 from . import EXIT_BAD_INPUT, err, exit_code, product, runner_unavailable, tell_source_error, tell_unavailable
 
 
@@ -60,6 +60,8 @@ def options(args, root: Path) -> EvalOptions:
         opts.limits = phase_limits(opts.limits, args.eval_timeout)
     if args.arch:
         opts.aot_arch = args.arch
+        if args.candidate:  # the instruction mix of the compiled difference (render_compiled_diff)
+            opts.aot_stage = "default"
     opts.device = args.device
     return opts
 
@@ -100,15 +102,23 @@ def run(args) -> int:
         err(f"note: {info.note}")
     what = f"evaluating {req.target}" + (f" against {req.candidate}" if req.candidate else "")
     err(what + " ...")
+    original = None
     try:
         with Ticker(what, req.options.limits):
             result = runner.evaluate(req)
+        if req.candidate and req.options.aot_arch and result.resources and not runner_unavailable(result):
+            # The original's own compile, for the compiled difference: the target against itself.
+            err(f"compiling {req.target}'s own kernels for {req.options.aot_arch} ...")
+            with Ticker(f"recording the launches of {req.target}"):
+                original = runner.evaluate(req.with_candidate(None, trials=1, timing=False))
     finally:
         runner.close()
     if runner_unavailable(result):  # the runner's doing, not the code's: no verdict on the code
         tell_unavailable(result)
     else:
         product(render_eval(result, str(req.target), str(req.candidate) if req.candidate else None), args.json)
+        if original is not None and original.resources:
+            product(render_compiled_diff(original.resources, result.resources), args.json)
     warning = sandbox_warning(result)
     if warning:
         err(warning)
