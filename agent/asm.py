@@ -15,7 +15,9 @@ Every instruction gets its kinds (``kinds``): global loads and stores with their
 copies from global to shared memory (``cp.async``, ``LDGSTS``, TMA), shared-memory loads and
 stores, barriers, tensor-core instructions (``mma``, ``wgmma``, ``HMMA``, ``HGMMA``, ``mfma``),
 the warpgroup fences and waits around ``wgmma`` (``WARPGROUP.ARRIVE``, ``wgmma.wait_group``),
-fused multiply-adds, spills (local / scratch loads and stores) and atomics.
+fused multiply-adds, spills (local / scratch loads and stores) and atomics. AMD's loads through
+the scalar unit (``s_load_dword*``: the kernel's arguments, and a ``tl.load`` whose address is
+the same for the whole wavefront) are ``uniform_load``, apart from the vector memory's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-KINDS = ("global_load", "global_store", "async_copy", "shared_load", "shared_store", "barrier",
+KINDS = ("global_load", "uniform_load", "global_store", "async_copy", "shared_load", "shared_store", "barrier",
          "tensor_core", "warpgroup", "fma", "spill_load", "spill_store", "atomic")
 
 
@@ -278,8 +280,10 @@ def kinds(instr: str, stage: str) -> dict[str, int]:
         elif base in ("ATOM", "ATOMG", "RED", "REDG", "ATOMS"):
             k["atomic"] = 1
     elif stage == "amdgcn":
-        if op.startswith(("global_load", "buffer_load", "flat_load", "s_load", "s_buffer_load")):
+        if op.startswith(("global_load", "buffer_load", "flat_load")):
             k["global_load"] = _gcn_width(op)
+        elif op.startswith(("s_load", "s_buffer_load")):
+            k["uniform_load"] = 1
         elif op.startswith(("global_store", "buffer_store", "flat_store")):
             k["global_store"] = _gcn_width(op)
         elif op.startswith(("ds_read", "ds_load")):
@@ -324,7 +328,7 @@ def summarize(instructions: list[str], stage: str) -> dict:
     out: dict = {"instructions": len(instructions)}
     for instr in instructions:
         for kind, width in kinds(instr, stage).items():
-            if kind in ("barrier", "tensor_core", "warpgroup", "fma", "async_copy", "atomic"):
+            if kind in ("uniform_load", "barrier", "tensor_core", "warpgroup", "fma", "async_copy", "atomic"):
                 out[kind] = out.get(kind, 0) + 1
             else:
                 d = out.setdefault(kind, {"count": 0, "bits": {}})
@@ -348,7 +352,7 @@ def vector_split(summary: dict, kind: str) -> tuple[int, int]:
 def describe(summary: dict) -> str:
     """One line: ``12 instr; ld.global 2 (128-bit x2); ...``."""
     parts = [f"{summary.get('instructions', 0)} instr"]
-    names = {"global_load": "global load", "global_store": "global store", "async_copy": "async copy",
+    names = {"global_load": "global load", "uniform_load": "scalar-unit load", "global_store": "global store", "async_copy": "async copy",
              "shared_load": "shared load", "shared_store": "shared store", "barrier": "barrier",
              "tensor_core": "tensor core", "warpgroup": "warpgroup fence/wait", "fma": "fma", "spill_load": "spill load",
              "spill_store": "spill store", "atomic": "atomic"}
@@ -382,14 +386,14 @@ def source_path(listed: Optional[str], files: dict[str, str]) -> Optional[str]:
 
 
 def by_line(report_blocks: list[Block], stage: str, files: dict[str, str]) -> list[dict]:
-    """Per source line (in file and line order): the file (project-relative where it is the
+    """Per source line (the project's files first, in file and line order): the file (project-relative where it is the
     project's), the line, its text, its instructions in listing order and their summary."""
     acc: dict[tuple, list[str]] = {}
     for b in report_blocks:
         rel = source_path(b.file, files)
         acc.setdefault((rel or b.file or "", b.line or 0), []).extend(b.instructions)
     out = []
-    for (file, line), instrs in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for (file, line), instrs in sorted(acc.items(), key=lambda kv: (kv[0][0] not in files, kv[0][0], kv[0][1])):
         text = None
         if file in files and line:
             lines = files[file].splitlines()
@@ -453,7 +457,7 @@ def compiled_terms(res) -> dict:
         for kind in ("global_load", "global_store"):
             vec, scalar = vector_split(s, kind)
             out[kind + "_vector"], out[kind + "_scalar"] = vec, scalar
-        for kind in ("async_copy", "shared_load", "shared_store", "barrier", "tensor_core", "fma",
+        for kind in ("uniform_load", "async_copy", "shared_load", "shared_store", "barrier", "tensor_core", "fma",
                      "spill_load", "spill_store"):
             out[kind] = count(s, kind)
     return out

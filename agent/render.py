@@ -460,7 +460,7 @@ def render_compiled_diff(original: list[KernelResources], candidate: list[Kernel
              ("occupancy_pct", "occupancy %"), ("instructions", "instructions"),
              ("global_load_vector", "global loads, vector"), ("global_load_scalar", "global loads, scalar"),
              ("global_store_vector", "global stores, vector"), ("global_store_scalar", "global stores, scalar"),
-             ("async_copy", "async copies to shared"), ("shared_load", "shared loads"),
+             ("uniform_load", "scalar-unit loads"), ("async_copy", "async copies to shared"), ("shared_load", "shared loads"),
              ("shared_store", "shared stores"), ("barrier", "barriers"), ("tensor_core", "tensor-core instr"),
              ("fma", "fma"), ("spill_load", "spill loads"), ("spill_store", "spill stores")]
     for o, c in pairs(original, candidate):

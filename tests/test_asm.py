@@ -25,13 +25,14 @@ SUITE = ["gelu", "leaky_relu_bias", "broadcast_add", "row_sum", "col_sum", "argm
          "mse_loss", "softmax", "add_rmsnorm", "embedding", "int8_dequant", "transpose",
          "matmul_bias_relu", "bmm", "attention"]
 
-# What each tl op must compile to on its own source line. tl.load: a global load (AMD: vector or
-# scalar-unit s_load) or an asynchronous copy into shared memory (cp.async, LDGSTS, TMA), which is
-# how a load in a pipelined loop is made. tl.store: a global store. tl.dot: tensor-core
+# What each tl op must compile to on its own source line. tl.load: a global load (AMD: through
+# the vector memory, or s_load through the scalar unit where the address is the same for the
+# whole wavefront, as embedding's token id) or an asynchronous copy into shared memory
+# (cp.async, LDGSTS, TMA), which is how a load in a pipelined loop is made. tl.store: a global store. tl.dot: tensor-core
 # instructions, or an FMA chain (fp32 with input_precision="ieee"); in sm_90 SASS, ptxas gives the
 # HGMMA instructions the line of the loop around the dot, and the dot's own line holds the
 # warpgroup fence and wait (WARPGROUP.ARRIVE / DEPBAR) that issue them.
-RULE = {"load": {"global_load", "async_copy"}, "store": {"global_store"},
+RULE = {"load": {"global_load", "uniform_load", "async_copy"}, "store": {"global_store"},
         "dot": {"tensor_core", "fma", "warpgroup"}}
 
 
@@ -130,6 +131,25 @@ def test_widths_and_kinds_of_single_instructions():
     assert asm.kinds("scratch_store_dword off, v3, s32", "amdgcn") == {"spill_store": 32}
     assert asm.kinds("v_mfma_f32_32x32x8_f16 a[0:15], v[0:1], v[2:3], a[0:15]", "amdgcn") == {"tensor_core": 1}
     assert asm.kinds("IMAD.WIDE R2, R0, 0x4, R2", "sass") == {}
+    assert asm.kinds("s_load_dwordx2 s[2:3], s[0:1], 0x0", "amdgcn") == {"uniform_load": 1}
+    assert asm.kinds("mad.lo.s32 %r5, %r1, %r2, %r3", "ptx") == {}
+
+
+def test_code_triton_inlines_from_its_library_goes_under_the_calling_line(warm_runner):
+    # row_sum's tl.sum: in PTX and AMDGCN under the kernel's line (their .loc comments name the
+    # call chain); SASS names the library's own line (standard.py).
+    for arch, stage, under_caller in [("sm_90", "ptx", True), ("gfx942", "amdgcn", True), ("sm_90", "sass", False)]:
+        req, res, rel = listed(warm_runner, "benchmarks/row_sum.py::row_sum", arch, stage, cases=[0])
+        doc = asm.kernel_doc(res.resources[0], req.files)
+        line = next(x for x in doc["lines"] if x["source"] and x["source"].startswith("tl.store(out_ptr + row, tl.sum"))
+        library = [x for x in doc["lines"] if x["file"] and x["file"].endswith("triton/language/standard.py")
+                   and x["line"]]
+        assert doc["lines"][0]["file"] == rel  # the project's lines first
+        if under_caller:
+            assert asm.count(line["summary"], "barrier") > 0 and not library, (arch, stage)
+        else:
+            assert asm.count(line["summary"], "barrier") == 0 and library
+            assert sum(asm.count(x["summary"], "barrier") for x in library) > 0
 
 
 # --------------------------------------------------------------------------- the CLI
