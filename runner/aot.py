@@ -14,7 +14,8 @@ Occupancy is an estimate from the architecture limits below.
 
 With a ``stage``, a report also carries that stage's text (``listing``): Triton's own ttir,
 ttgir, llir, ptx or amdgcn, or the SASS that ``nvdisasm --print-line-info`` reads from the
-cubin, with the kernel source's line info in it; cut at ``LISTING_MAX`` characters, with a mark.
+cubin, with the kernel source's line info in it; cut at ``LISTING_MAX`` characters, with a mark
+(all of one reply's listings together at ``LISTINGS_MAX``).
 For display only: nothing decides a verdict from it.
 """
 
@@ -78,6 +79,26 @@ STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "sass"), "rocm": ("ttir", "tt
 LISTING_MAX = 2_000_000
 """Characters of one listing that travel back; the rest is cut, with ``CUT_MARK`` saying so."""
 CUT_MARK = "# [listing cut: {n} more characters]"
+
+
+LISTINGS_MAX = 16_000_000
+"""Characters of all the listings of one reply together (a worker's message may be 64 MB)."""
+
+
+def share_listings(reports: list, total: int = LISTINGS_MAX) -> None:
+    """Cut the listings of ``reports`` (``KernelResources`` or their dicts) in order, so that each
+    stays within ``LISTING_MAX`` and all of them together within ``total``."""
+    left = total
+    for r in reports:
+        text = r.get("listing") if isinstance(r, dict) else r.listing
+        if not isinstance(text, str):
+            continue
+        text = bounded(text, max(0, min(LISTING_MAX, left)))
+        left -= len(text)
+        if isinstance(r, dict):
+            r["listing"] = text
+        else:
+            r.listing = text
 
 
 def default_stage(arch: str) -> str:
@@ -390,4 +411,5 @@ def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: in
                                 error=f"{type(e).__name__}: {e}"[:300])
         r.variant = j.get("variant")
         out.append(to_dict(r))
+    share_listings(out)
     return out

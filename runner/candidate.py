@@ -219,7 +219,7 @@ class CandidateSide(Side):
     def aot_reports(self, arch: str) -> tuple[list, Optional[dict]]:
         """The compile reports made here, and the compiles this process cannot make (under the
         interpreter; ``runner.aot.compile_request``) for the pool's compile worker."""
-        from .aot import ARCHS, _jsonable, compile_for, compile_request, default_stage, with_config
+        from .aot import ARCHS, _jsonable, compile_for, compile_request, default_stage, share_listings, with_config
         from .schema import KernelResources, to_dict
         if arch == "device":
             arch = self.device.arch or ""
@@ -249,6 +249,7 @@ class CandidateSide(Side):
                     r = compile_for(raw_fn, name, sig, arch, stage if variant is None else None)
                     r.variant = variant
                     out.append(r)
+                share_listings(out)
                 return [to_dict(r) for r in out], None
             # Under the interpreter, the pool's compile worker compiles (see runner.aot); it
             # imports the kernel's module from a copy of the candidate tree.

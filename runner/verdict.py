@@ -260,15 +260,13 @@ class Verdict:
 
     def resources(self, items: list) -> None:
         out = []
-        from .aot import bounded  # noqa: imports no torch at module level
+        from .aot import share_listings  # noqa: imports no torch at module level
         for item in items:
             try:
-                r = from_dict(KernelResources, item)
+                out.append(from_dict(KernelResources, item))
             except Exception:
                 continue
-            if isinstance(r.listing, str):  # the worker's claim, kept to the size it may have
-                r.listing = bounded(r.listing)
-            out.append(r)
+        share_listings(out)  # the workers' claims, kept to the size they may have
         self.result.resources = out
 
     def timed(self, case: int, t: dict, alone: Optional[dict], wall_s: float) -> None:

@@ -121,6 +121,16 @@ def test_a_listing_is_cut_with_a_mark():
     assert bounded(text) == text
 
 
+def test_listings_of_one_reply_share_a_budget():
+    from runner.aot import share_listings
+    reports = [{"listing": "x\n" * 100}, KernelResources(kernel="k", arch="sm_90", num_warps=4, num_stages=3,
+                                                          listing="y\n" * 100), {"listing": None}]
+    share_listings(reports, total=250)
+    assert reports[0]["listing"] == "x\n" * 100
+    assert reports[1].listing.startswith("y\n" * 24) and "# [listing cut: 150 more characters]" in reports[1].listing
+    assert reports[2]["listing"] is None
+
+
 def test_widths_and_kinds_of_single_instructions():
     assert asm.kinds("@%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ]", "ptx") == {"global_load": 128}
     assert asm.kinds("ld.global.b16 { %rs1 }, [ %rd1 + 0 ]", "ptx") == {"global_load": 16}
