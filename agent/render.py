@@ -422,7 +422,10 @@ def render_listing(resources: list[KernelResources], files: dict[str, str], raw:
             continue
         regs, spills, shared, occ = _costs(k, "?")
         out.append(f"   registers {regs}, spills {spills}, shared {shared}, occupancy {occ}")
-        text = k.listing or ""
+        if k.listing is None:
+            out += ["   no listing came back: this runner sends none (a version before compile listings)", ""]
+            continue
+        text = k.listing
         if raw:
             out += [text.rstrip(), ""]
             continue

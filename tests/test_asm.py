@@ -251,3 +251,27 @@ def test_nothing_compiles_for_a_wrong_stage_name(warm_runner):
     req, _, _ = build_request("tests/compiled_pair/scale.py::scale", None, opts, root=ROOT)
     res = warm_runner.evaluate(req)
     assert res.status == "rejected" and "no compile stage 'hsaco'" in res.message
+
+
+def test_geak_asm_on_a_target_that_launches_no_triton_kernel(tmp_path):
+    from conftest import Project
+    Project(tmp_path).write("plain.py", """
+        import torch
+
+        def double(x):
+            return x * 2
+
+        def get_inputs():
+            return [torch.randn(64, device="cuda")]
+    """)
+    p = geak("asm", "plain.py::double", cwd=tmp_path)
+    assert p.returncode == 1 and "nothing to show: the target launched no Triton kernel" in p.stderr
+    assert not p.stdout
+
+
+def test_a_report_without_a_listing_says_so():
+    from agent.render import render_listing
+    k = KernelResources(kernel="k", arch="sm_90", num_warps=4, num_stages=3, registers=20, spill_bytes=0,
+                        shared_bytes=0, occupancy_pct=100.0)
+    text = render_listing([k], {})
+    assert text.splitlines()[0].startswith("== k  sm_90") and "no listing came back" in text

@@ -16,7 +16,7 @@ from runner.source import SourceError, build_request, find_project_root, parse_s
 from ..asm import kernel_doc
 from ..console import Ticker
 from ..render import render_eval, render_listing
-from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, runner_unavailable, tell_source_error, \
+from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, runner_unavailable, tell_source_error, \
     tell_unavailable
 
 ARCH_CHOICES = ("sm_80", "sm_90", "gfx90a", "gfx942")
@@ -77,13 +77,13 @@ def run(args) -> int:
         runner.close()
     if runner_unavailable(result):
         tell_unavailable(result)
-        return exit_code_of(result)
+        return exit_code(result)
     launches = [r for r in result.resources if r.variant is None]
     if not launches:
         why = ("the target launched no Triton kernel" if result.ran else "the target did not run")
         err(f"geak: nothing to show: {why}")
         err(render_eval(result, str(req.target), None))
-        return EXIT_UNVERIFIED if result.verified else exit_code_of(result)
+        return EXIT_UNVERIFIED if result.verified else exit_code(result)
     if args.json:
         doc = {"target": str(req.target), "arch": args.arch, "stage": launches[0].listing_stage,
                "status": result.status, "kernels": [kernel_doc(r, req.files) for r in launches]}
@@ -91,8 +91,3 @@ def run(args) -> int:
     else:
         print(render_listing(launches, req.files, raw=args.raw), flush=True)
     return EXIT_OK if all(not r.error for r in launches) else EXIT_UNVERIFIED
-
-
-def exit_code_of(result) -> int:
-    from . import exit_code
-    return exit_code(result)
