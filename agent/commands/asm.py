@@ -9,6 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
+from runner.aot import ARCHS, DEFAULT_ARCH, STAGES  # standard library only: no torch in the client
 from runner.config import ConfigError, phase_limits, project_options
 from runner.runners import open_runner
 from runner.source import SourceError, build_request, find_project_root, parse_spec
@@ -19,13 +20,14 @@ from ..render import render_eval, render_listing
 from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, runner_unavailable, tell_source_error, \
     tell_unavailable
 
-ARCH_CHOICES = ("sm_80", "sm_90", "gfx90a", "gfx942")
-STAGE_CHOICES = ("ttir", "ttgir", "llir", "ptx", "sass", "amdgcn")
+ARCH_CHOICES = tuple(ARCHS)
+STAGE_CHOICES = tuple(dict.fromkeys(s for stages in STAGES.values() for s in stages))
 
 
 def add_arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("target", metavar="PATH::SYMBOL")
-    a.add_argument("--arch", default="sm_90", choices=ARCH_CHOICES, help="the GPU to compile for (default sm_90)")
+    a.add_argument("--arch", default=DEFAULT_ARCH, choices=ARCH_CHOICES,
+                   help=f"the GPU to compile for (default {DEFAULT_ARCH})")
     a.add_argument("--stage", choices=STAGE_CHOICES,
                    help="what to show: ttir, ttgir, llir, ptx or sass for NVIDIA; ttir, ttgir, llir or amdgcn "
                         "for AMD (default: sass for NVIDIA, amdgcn for AMD)")
