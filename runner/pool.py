@@ -50,6 +50,7 @@ _SIGNALS = {signal.SIGSEGV: "a segmentation fault (SIGSEGV)", signal.SIGBUS: "a 
             "kernel's out-of-memory killer)"}
 MAX_LINE = 64 << 20  # a message longer than this from a worker is a protocol violation
 REFERENCE_USES = 100  # evaluations one reference worker may serve
+DESCRIBED_KEPT = 64  # reference digests whose input cases' descriptions the pool keeps
 REST_WAIT_S = 15.0  # the longest an evaluation waits for its reference worker to finish resting
 POOL_PREFIX = "geak-pool-"
 # Environment variables that never reach a worker (with every *_API_KEY, *_TOKEN, *_SECRET).
@@ -747,6 +748,9 @@ class WorkerPool:
         # of one reference run side by side (a tuner's batch) each find one loaded.
         self._refs: collections.OrderedDict[str, list[Job]] = collections.OrderedDict()
         self._resting: dict[str, int] = {}  # digest -> reference workers still giving back memory
+        self._described: collections.OrderedDict[str, list] = collections.OrderedDict()
+        """digest -> the input cases as the first reference worker of that digest described them
+        (``described``), the most recent ``DESCRIBED_KEPT``."""
         self._server: Optional[ForkServer] = None
         self._compiler: Optional[ForkServer] = None  # compile workers' fork server, started on first use
         self._compile_spare: Optional[Job] = None
@@ -905,6 +909,19 @@ class WorkerPool:
         if job is None:
             job = self._spawn()
         return job
+
+    def described(self, digest: str) -> Optional[list]:
+        """The cases a reference worker of ``digest`` described, if one has: a new reference
+        worker of the same digest is given them instead of drawing every case to describe it."""
+        with self._cond:
+            return self._described.get(digest)
+
+    def remember_cases(self, digest: str, cases: list) -> None:
+        with self._cond:
+            self._described[digest] = cases
+            self._described.move_to_end(digest)
+            while len(self._described) > DESCRIBED_KEPT:
+                self._described.popitem(last=False)
 
     def _take_reference(self, digest: str) -> Job:
         with self._cond:

@@ -66,7 +66,7 @@ class ReferenceSide(Side):
 
     def handle(self, op: str, msg: dict) -> dict:
         if op == "load":
-            return self.load()
+            return self.load(msg.get("described"))
         if op == "attach":  # the next evaluation of the same reference, with its own options
             from pathlib import Path
 
@@ -119,7 +119,11 @@ class ReferenceSide(Side):
 
     # ----------------------------------------------------------------- load
 
-    def load(self) -> dict:
+    def load(self, described: Optional[list] = None) -> dict:
+        """Import the reference and find its input cases. ``described``: the cases as an earlier
+        reference worker of the same digest (reference tree, target, seed, cases, device, unit)
+        described them, from the pool: then no case is drawn just to be described (under the
+        interpreter, a 64M-element case took a second to draw only to be found too large)."""
         req = self.req
         channel.at("reference", "import")
         self.module = self.import_side("reference", req.target.path)
@@ -137,6 +141,10 @@ class ReferenceSide(Side):
             f.kind = "bad_inputs"
             raise f from None
         self.found = found
+        if described is not None and [c.get("index") for c in described] == self.selected(len(found.cases)):
+            self.bf16_upcast = any("bfloat16 inputs upcast" in (c.get("detail") or "") for c in described)
+            return {"cases": [dict(c) for c in described], "convention": found.convention,
+                    "notes": list(found.notes)}
         cases = [self.describe_case(i) for i in self.selected(len(found.cases))]
         if not any(c["skipped"] is None for c in cases) and self.interp and \
                 any("bfloat16" in (c["skipped"] or "") for c in cases):

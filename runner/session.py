@@ -95,7 +95,7 @@ class Session:
         base = {"request": _request_dict(self.req), "layer": self.ref.digest}
         ref_base = {**base, "exchange": self.xdirs[id(self.ref)]}
         ref_msg = {"op": "attach", **ref_base} if self.ref.loaded is not None \
-            else {"op": "load", "role": "reference", **ref_base}
+            else {"op": "load", "role": "reference", **ref_base, "described": self.pool.described(self.ref.digest)}
         threads = [threading.Thread(target=go, args=("reference", self.ref, ref_msg)),
                    threading.Thread(target=go, args=("candidate", self.cand,
                                                      {"op": "load", "role": "candidate", **base,
@@ -113,6 +113,8 @@ class Session:
         self.relay(self.ref)
         if ref_msg["op"] == "load" and "failure" not in ref_reply:
             self.ref.loaded = ref_reply
+            if ref_msg["described"] is None and isinstance(ref_reply.get("cases"), list):
+                self.pool.remember_cases(self.ref.digest, ref_reply["cases"])
         if "failure" in ref_reply:
             self.ref.clean = False
             self.v.fail(ref_reply["failure"])

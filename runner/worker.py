@@ -111,6 +111,8 @@ def prepare(requested: str) -> bool:
     if not gpu:
         guards.patch_cuda_for_interpreter()
         guards.patch_autotune_for_interpreter()
+        from . import fastinterp
+        fastinterp.install()  # before the warm-up's kernel: no builtin is patched yet
     from . import warmup
     threads = len(os.listdir("/proc/self/task"))
     warmup.warm(interpreter=not gpu)  # before the launch recorder: this launch is nobody's
