@@ -4,8 +4,9 @@
 
 1. The original is checked against itself first: every candidate is compared with it, so it
    must pass its own inputs. If it does not, the outcome says so and nothing else runs.
-2. The strategy searches: ``tune`` (agent/tune: the launch settings of its Triton kernel) or
-   ``llm`` (agent/llm: the GEAK loop), every candidate through the same runner.
+2. The strategy searches: ``tune`` (agent/tune: the launch settings of its Triton kernel),
+   ``llm`` (agent/llm: the GEAK loop) or ``compile`` (agent/compile: PyTorch's compiler writes
+   Triton for a PyTorch function, made a standalone file), every candidate through the same runner.
 3. The outcome offers a result only when it is verified faster than the original
    (``EvalResult.verified_speedup``), or, for the GEAK loop with ``apply_untimed``, verified
    correct where nothing can be timed, and labelled so.
@@ -31,7 +32,7 @@ from .deadline import BudgetRunner, Deadline, earliest
 from .progress import Progress, Tracker
 from .tune.strategy import TuneSettings
 
-STRATEGIES = ("tune", "llm")
+STRATEGIES = ("tune", "llm", "compile")
 
 
 @dataclass
@@ -82,6 +83,11 @@ def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[Opt
                            message=f"the {deadline.why} was spent while the original was checked; nothing was tried")
         return Outcome(strategy=strategy, baseline=baseline,
                        message=f"the original does not pass its own check: {baseline.message}")
+    if strategy == "compile":
+        from .compile import strategy as compiling
+        d = baseline.device
+        arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
+        return compiling.run(tracker, request, baseline, arch, s, say, deadline)
     if strategy == "tune":
         from .tune import strategy as tuning
         d = baseline.device

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-STRATEGIES = ("auto", "tune", "llm")
+STRATEGIES = ("auto", "tune", "llm", "compile")
 PROVIDERS = ("openai", "anthropic")
 ARCHS = ("sm_80", "sm_90", "gfx90a", "gfx942")  # runner.aot.ARCHS, without importing it
 EMITS = ("constants", "autotune")

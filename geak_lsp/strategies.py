@@ -175,6 +175,15 @@ def _interpreted(runner, settings: Settings) -> bool:
     return getattr(pool, "device", None) == "interpreter"
 
 
+def _pytorch_only(request: EvalRequest) -> bool:
+    """The target launches no Triton kernel of its file: a PyTorch function or module."""
+    from agent.tune.knobs import find_launch_sites
+    try:
+        return not find_launch_sites(request.files[request.target.path], request.target.symbol)
+    except Exception:  # noqa: BLE001  the tuner's own check says what is wrong
+        return False
+
+
 def optimize_target(runner, request: EvalRequest, settings: Settings, ctx: JobContext, root: Path) -> "Outcome":
     """``agent.optimize`` with the editor's settings; its progress becomes the job's."""
     from agent.llm.providers import ProviderError
@@ -183,6 +192,8 @@ def optimize_target(runner, request: EvalRequest, settings: Settings, ctx: JobCo
     from agent.outcome import Outcome
     from agent.tune.strategy import TuneSettings
     strategy = settings.effective_strategy
+    if settings.strategy == "auto" and strategy == "tune" and _pytorch_only(request):
+        strategy = "compile"  # no key, no Triton kernel to tune: PyTorch's compiler writes one
     s = OptimizeSettings(arch=settings.arch, root=root, apply_untimed=settings.apply_untimed,
                          tune=TuneSettings(max_configs=settings.max_configs, trials=settings.trials,
                                            emit=settings.emit, budget_s=settings.task_budget),
@@ -222,6 +233,8 @@ def _worded(out: "Outcome", settings: Settings) -> str:
     base = out.baseline
     if out.original_fails:
         return f"the original fails its own inputs: {reason(base)}; fix it first"
+    if out.strategy == "compile":
+        return out.message
     if out.strategy == "tune":
         gpu = bool(base.device and base.device.is_gpu and base.timing)
         if gpu or out.improved:

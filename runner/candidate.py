@@ -29,6 +29,9 @@ from .side import Side, clone_call, lookup
 from .units import separator_line
 
 
+MAX_VARIANTS = 4  # sets of input dtypes Inductor is asked to write for
+
+
 class CandidateSide(Side):
     role = "candidate"
 
@@ -40,6 +43,7 @@ class CandidateSide(Side):
         self.models: dict[str, Any] = {}
         self.ref_threads: set = set()
         self.pins = autotune_pin.Pins()
+        self.calls_by_dtype: dict[tuple, Call] = {}  # the first case run of each set of input dtypes
 
     def handle(self, op: str, msg: dict) -> dict:
         case, trial = int(msg.get("case", 0)), int(msg.get("trial", 0))
@@ -54,6 +58,8 @@ class CandidateSide(Side):
             return {"resources": resources, "compile": compiles}
         if op == "time":
             return self.time(case)
+        if op == "inductor":
+            return {"generated": self.inductor()}
         raise RuntimeError(f"unknown op '{op}'")
 
     # ----------------------------------------------------------------- load
@@ -180,6 +186,12 @@ class CandidateSide(Side):
                 mine = (self.cand_module, self.ref_module)  # an object: this side's class of its name
                 call = Call(tuple(from_transfer(d["args"], *mine)), dict(from_transfer(d["kwargs"], *mine)))
                 fn = self.function("candidate")
+                if self.opts.inductor:
+                    from .inductor import dtype_key
+                    key = dtype_key(call.args, call.kwargs)
+                    if key not in self.calls_by_dtype and len(self.calls_by_dtype) < MAX_VARIANTS:
+                        self.calls_by_dtype[key] = Call(tuple(from_transfer(d["args"], *mine)),
+                                                        dict(from_transfer(d["kwargs"], *mine)))
                 channel.at("candidate", f"case {case}")
                 try:
                     rec = self.record_call(fn, call, seed, PATTERN_A, self.ops)
@@ -272,6 +284,25 @@ class CandidateSide(Side):
                              "variant": variant, "stage": stage if variant is None else None})
             files = {**self.trees.files, **self.trees.candidate_files}
             return [to_dict(r) for r in out], (compile_request(files, jobs) if jobs else None)
+        finally:
+            channel.phase("run")
+
+    def inductor(self) -> dict:
+        """What PyTorch's compiler writes for the target on the first case's inputs
+        (``runner.inductor``); never compiled or run here."""
+        from .inductor import generate_all
+        if self.unit == "tests":
+            return {"error": "PyTorch's compiler is given a function and its inputs: this file's "
+                             "code is checked through its tests, which give none"}
+        if not self.calls_by_dtype:
+            return {"error": "no case ran, so there were no inputs to give PyTorch's compiler"}
+        fn = self.function("candidate")
+        channel.phase("compile")
+        try:
+            return generate_all(fn, [(c.args, c.kwargs) for c in self.calls_by_dtype.values()],
+                                {Path(self.cand_target.path).name})
+        except BaseException as e:
+            return {"error": f"PyTorch's compiler failed: {type(e).__name__}: {str(e)[:300]}"}
         finally:
             channel.phase("run")
 

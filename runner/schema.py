@@ -165,6 +165,10 @@ class EvalOptions:
     """With ``aot_arch``: each report of a launch also carries the text of this compile stage
     (ttir, ttgir, llir, ptx, sass for NVIDIA; ttir, ttgir, llir, amdgcn for AMD), with the
     kernel source's line info, for display (``geak asm``); cut at a few MB."""
+    inductor: bool = False
+    """Also write down what PyTorch's compiler (Inductor) generates for the target, at the first
+    case's inputs with sizes left dynamic, as Triton (``EvalResult.generated``): the ``compile``
+    strategy makes a standalone Triton file of it. Nothing is compiled or run for it."""
     unit: str = "auto"
     """What is compared (runner.units): "symbol" (calls of the target), "tests" (everything the
     tests of a TritonBench-G / ROCm file reach above its separator), or "auto"."""
@@ -359,6 +363,10 @@ class EvalResult:
     """aten compute ops observed, per side (allocation, views and copies left out)."""
     resources: list[KernelResources] = field(default_factory=list)
     """Ahead-of-time compile reports (options.aot_arch), one per kernel and launch config."""
+    generated: Optional[dict] = None
+    """With ``options.inductor``: Inductor's module for the target and how to read it
+    (``runner.inductor.generate``), or ``{"error": why}``. A claim of the worker: what is made of
+    it is a candidate, verified like any other."""
     sandbox: dict[str, str] = field(default_factory=dict)
     log: str = ""
     """Tail of what the user's code printed."""

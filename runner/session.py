@@ -267,6 +267,13 @@ class Session:
         self.v.observed(obs, len(extra))
 
     def after_correctness(self, run) -> None:
+        if self.opts.inductor:
+            t0 = time.monotonic()
+            got = self.ask(self.cand, {"op": "inductor"}, self.budget(max(self.opts.limits.run_s, 120.0)), None)
+            self.stages["generate"] = time.monotonic() - t0
+            if got is None:
+                return
+            self.v.generated(got.get("generated"))
         if self.opts.aot_arch:
             res = self.ask(self.cand, {"op": "aot"}, self.budget(self.opts.limits.run_s), None)
             if res is None:

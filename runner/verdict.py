@@ -16,6 +16,7 @@ from .schema import (BYTES_BASES, CaseResult, CaseTiming, DeviceInfo, ErrorInfo,
                      Flag, KernelResources, Timing, from_dict)
 
 REF_SLOWDOWN_LIMIT = 1.25
+GENERATED_MAX = 4 << 20  # bytes of Inductor code a result carries
 """The reference timed beside the candidate may be this much slower than timed alone (plus both
 spreads) before the timing is not trusted."""
 
@@ -257,6 +258,15 @@ class Verdict:
         return True
 
     # ----------------------------------------------------------------- after correctness
+
+    def generated(self, got) -> None:
+        """Inductor's module as the worker wrote it down (a claim: only text, cut to its size)."""
+        if not isinstance(got, dict):
+            got = {"error": "the worker gave no account of what PyTorch's compiler wrote"}
+        size = sum(len(v.get("code") or "") for v in (got.get("variants") or [got]) if isinstance(v, dict))
+        if size > GENERATED_MAX:
+            got = {"error": f"PyTorch's compiler wrote more than {GENERATED_MAX >> 20} MB of code"}
+        self.result.generated = got
 
     def resources(self, items: list) -> None:
         out = []

@@ -1,4 +1,4 @@
-"""``geak optimize PATH::SYMBOL [--strategy tune|llm]``: search for a faster verified version of
+"""``geak optimize PATH::SYMBOL [--strategy tune|llm|compile]``: search for a faster verified version of
 a target (``agent.optimize``) and say what was found; ``--out`` writes it, ``--json`` prints the
 strategy's report.
 
@@ -37,7 +37,10 @@ class UsageError(Exception):
 
 def add_arguments(o: argparse.ArgumentParser) -> None:
     o.add_argument("target", metavar="PATH::SYMBOL")
-    o.add_argument("--strategy", choices=["tune", "llm"], default="tune")
+    o.add_argument("--strategy", choices=["tune", "llm", "compile"], default="tune",
+                   help="tune: search the launch settings of the target's Triton kernels (default); "
+                        "llm: the GEAK loop; compile: for a PyTorch function or nn.Module, PyTorch's "
+                        "compiler writes Triton kernels, made a standalone file and verified (no key)")
     o.add_argument("--arch", default=None, metavar="ARCH",
                    help="target GPU for the compile report and limits: sm_80, sm_90, gfx90a, gfx942 "
                         "(default: the runner's GPU, else sm_90)")
@@ -157,12 +160,30 @@ def _tune_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
             kind="bad_request", side="reference", file=where,
             message=f"{req.target} launches no Triton kernel defined in {where}, so there is no launch "
                     "setting for --strategy tune (the default) to search",
-            hint=f"to have a model write a Triton kernel for it: geak optimize {args.target} --strategy llm "
+            hint=f"to have PyTorch's compiler write Triton for it, with no key: geak optimize {args.target} "
+                 f"--strategy compile; to have a model write it: geak optimize {args.target} --strategy llm "
                  "--provider openai|anthropic --model M (the key from OPENAI_API_KEY or ANTHROPIC_API_KEY); "
                  "for a kernel launched from another file, name that file's wrapper"))
     key = [k.strip() for k in args.key.split(",") if k.strip()] if args.key else None
     tune = TuneSettings(max_configs=args.max_configs, trials=args.trials, emit=args.emit, key=key,
                         untimed_edit=bool(args.preview or args.untimed), budget_s=args.task_budget)
+    return req, root, OptimizeSettings(arch=args.arch, root=root, tune=tune)
+
+
+def _compile_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
+    from ..tune.knobs import find_launch_sites
+    if args.preview or args.untimed or args.task_budget is not None:
+        raise UsageError("--preview, --untimed and --task-budget are for --strategy tune")
+    path, _ = parse_spec(args.target)
+    root = find_project_root(Path(path))
+    req, _, _ = build_request(args.target, None, _options(args, root), root=root)
+    if find_launch_sites(req.files[req.target.path], req.target.symbol):
+        raise SourceError(ErrorInfo(
+            kind="bad_request", side="reference", file=req.target.path,
+            message=f"{req.target} already launches Triton kernels; --strategy compile writes Triton for "
+                    "PyTorch code",
+            hint=f"to tune its kernels: geak optimize {args.target} (--strategy tune)"))
+    tune = TuneSettings(max_configs=args.max_configs, trials=args.trials)
     return req, root, OptimizeSettings(arch=args.arch, root=root, tune=tune)
 
 
@@ -266,7 +287,7 @@ def run(args, runner=None) -> int:
     from ..llm.rundir import RunDirError
     own = runner is None
     try:
-        req, root, settings = (_llm_request if args.strategy == "llm" else _tune_request)(args)
+        req, root, settings = {"llm": _llm_request, "compile": _compile_request}.get(args.strategy, _tune_request)(args)
         _check_arch(args.arch)
         if own:
             runner = open_runner(args.runner, args.device, args.workers)
@@ -297,7 +318,7 @@ def run(args, runner=None) -> int:
     if outcome.baseline is None:  # the time budget ran out before the original was checked
         err(f"geak: {outcome.message}")
         return EXIT_UNVERIFIED
-    return (_report_llm if args.strategy == "llm" else _report_tune)(args, req, outcome)
+    return {"llm": _report_llm, "compile": _report_compile}.get(args.strategy, _report_tune)(args, req, outcome)
 
 
 def _original_fails(outcome: Outcome, req: EvalRequest) -> int:
@@ -349,6 +370,29 @@ def _report_tune(args, req: EvalRequest, outcome: Outcome) -> int:
             doc["untimed_source"] = outcome.untimed_edit
         print(json.dumps(doc, indent=2))
     return EXIT_OK if report.improved else EXIT_UNVERIFIED
+
+
+def _report_compile(args, req: EvalRequest, outcome: Outcome) -> int:
+    """The standalone file is the product: written to --out, else printed on stdout."""
+    lines = [f"geak optimize  {req.target}  (strategy compile: PyTorch's compiler writes the Triton)"]
+    for t in outcome.tried:
+        lines.append(f"  {t.verdict:<10} {t.label}" + (f": {t.message}" if not t.correct else ""))
+    lines += [f"  note: {n}" for n in outcome.notes]
+    lines.append(("result: " if outcome.source else "no result: ") + outcome.message)
+    err("\n".join(lines))
+    if outcome.source:
+        if args.out:
+            Path(args.out).write_text(outcome.source, encoding="utf-8")
+            err(f"wrote {args.out}")
+        elif not args.json:
+            product(outcome.source, False)
+    if args.json:
+        doc = {"strategy": "compile", "message": outcome.message, "notes": outcome.notes,
+               "untimed": outcome.untimed, "speedup": outcome.speedup, "source": outcome.source,
+               "result": to_dict(outcome.result) if outcome.result else None,
+               "tried": [{"label": t.label, "verdict": t.verdict, "message": t.message} for t in outcome.tried]}
+        print(json.dumps(doc, indent=2))
+    return EXIT_OK if outcome.source else EXIT_UNVERIFIED
 
 
 def _preview(req: EvalRequest, report, untimed, json_too: bool = False) -> None:
