@@ -289,7 +289,7 @@ async def test_invalid_settings_are_named_and_replaced_by_defaults(proj):
         text = "\n".join(messages(ed))
         for needle in ("geak.iterations: expected an integer from 1 to 100, got 'many'; using the default 3",
                        "geak.maxJobs: expected an integer from 1 to 16, got 0",
-                       "geak.strategy: expected one of 'auto', 'tune', 'llm', got 'fast'",
+                       "geak.strategy: expected one of 'auto', 'tune', 'llm', 'compile', got 'fast'",
                        "geak.runner.url: expected 'local', an http(s):// URL",
                        "geak.colour: unknown setting", "geak.device: expected one of 'auto', 'cuda', 'interpreter', got 'gpu'"):
             assert needle in text, (needle, text)

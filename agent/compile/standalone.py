@@ -269,33 +269,47 @@ def _call_body(tree: ast.Module) -> list[ast.stmt]:
 def _wrapper(tree: ast.Module, gen: dict, kernels: dict[str, Kernel]) -> tuple[list[str], list[str]]:
     body = _call_body(tree)
     inputs = gen["inputs"]
-    out: list[ast.stmt] = []
     tensor_inputs = [s for s in inputs if not re.search(r"\.((size|stride)\(\)\[\d+\]|storage_offset\(\))$", s)]
     conv = _Call(kernels, gen.get("externs") or {})
-    for st in body:
-        if isinstance(st, ast.Assign) and isinstance(st.value, ast.Name) and st.value.id == "args":
-            names = st.targets[0].elts if isinstance(st.targets[0], ast.Tuple) else [st.targets[0]]
-            if len(names) != len(inputs):
-                raise CannotWrite("Inductor's call takes other inputs than the graph's")
-            for n, src in zip(names, inputs):
-                out.append(ast.Assign(targets=[ast.Name(n.id, ast.Store())],
-                                      value=ast.parse(_source_expr(src), mode="eval").body, lineno=0))
-            continue
-        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
-            f = st.value.func
-            if isinstance(f, ast.Attribute) and f.attr == "clear" and isinstance(f.value, ast.Name) and f.value.id == "args":
+    def plain(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for st in stmts:
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Name) and st.value.id == "args":
+                names = st.targets[0].elts if isinstance(st.targets[0], ast.Tuple) else [st.targets[0]]
+                if len(names) != len(inputs):
+                    raise CannotWrite("Inductor's call takes other inputs than the graph's")
+                for n, src in zip(names, inputs):
+                    out.append(ast.Assign(targets=[ast.Name(n.id, ast.Store())],
+                                          value=ast.parse(_source_expr(src), mode="eval").body, lineno=0))
                 continue
-            if isinstance(f, ast.Name) and f.id in DROPPED_CALLS:
+            if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+                f = st.value.func
+                if isinstance(f, ast.Attribute) and f.attr == "clear" and isinstance(f.value, ast.Name) \
+                        and f.value.id == "args":
+                    continue
+                if isinstance(f, ast.Name) and f.id in DROPPED_CALLS:
+                    continue
+                if ast.unparse(f) == "torch.cuda.set_device":  # the device guard below sets it
+                    continue
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name) \
+                    and st.value.func.id == "get_raw_stream":
                 continue
-        if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name) \
-                and st.value.func.id == "get_raw_stream":
-            continue
-        if isinstance(st, ast.Delete):
-            continue
-        if isinstance(st, ast.Return):
-            out.append(_return(st, gen["returns"]))
-            continue
-        out.append(conv.visit(st))
+            if isinstance(st, ast.Delete):
+                continue
+            if isinstance(st, ast.Return):
+                out.append(_return(st, gen["returns"]))
+                continue
+            if isinstance(st, ast.With) and len(st.items) == 1 and isinstance(st.items[0].context_expr, ast.Call) \
+                    and ast.unparse(st.items[0].context_expr.func) == "torch.cuda._DeviceGuard":
+                # Inductor's guard names device 0; the file's launches go to the inputs' device.
+                conv.uses_device = True
+                guard = ast.Call(func=_attr("torch.cuda.device"), args=[ast.Name("_device", ast.Load())], keywords=[])
+                out.append(ast.With(items=[ast.withitem(context_expr=guard)], body=plain(st.body) or [ast.Pass()]))
+                continue
+            out.append(conv.visit(st))
+        return out
+
+    out = plain(body)
     lines = []
     if conv.uses_device:
         if not tensor_inputs:
