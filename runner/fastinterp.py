@@ -94,3 +94,93 @@ def install() -> bool:
     interp._patch_builtin = patch_builtin
     _installed = True
     return True
+
+
+# --------------------------------------------------------------------------- libdevice
+
+def _erf(x):
+    import math
+
+    import numpy as np
+    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+def _round_half_away(x):
+    import numpy as np
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _numpy_table() -> dict:
+    """libdevice's elementwise functions as numpy computes them (the CPU's libm), by name."""
+    import numpy as np
+    one = {
+        "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "tan": np.tan, "sin": np.sin, "cos": np.cos,
+        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
+        "atanh": np.arctanh, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "exp10": lambda x: np.power(10.0, x),
+        "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
+        "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt, "abs": np.abs, "fabs": np.abs,
+        "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint, "nearbyint": np.rint,
+        "round": _round_half_away, "erf": _erf, "rcp": lambda x: 1.0 / x, "square": np.square,
+    }
+    two = {"pow": np.power, "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot, "fmax": np.fmax,
+           "fmin": np.fmin, "copysign": np.copysign, "div_rn": np.divide, "fdiv_rn": np.divide,
+           "remainder": np.remainder, "nextafter": np.nextafter}
+    pred = {"isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite, "signbit": np.signbit,
+            "finitef": np.isfinite}
+    return {"one": one, "two": two, "pred": pred}
+
+
+def _libdevice_function(name: str, kind: str, np_fn):
+    """An interpreted kernel's call of ``libdevice.<name>``: numpy on the tensors' data."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def data(a):
+        if isinstance(a, tl.core.tensor):
+            return a.handle.data, a
+        if isinstance(a, tl.core.constexpr):
+            a = a.value
+        return np.asarray(a), None
+
+    def fn(*args, _semantic=None, **kwargs):
+        vals = [data(a) for a in args]
+        like = next((t for _, t in vals if t is not None), None)
+        arrays = [v for v, _ in vals]
+        if like is not None:
+            arrays = [np.broadcast_to(a, like.handle.data.shape) if a.ndim == 0 else a for a in arrays]
+        with np.errstate(all="ignore"):
+            out = np_fn(*arrays)
+        if like is None:
+            return out
+        if kind == "pred":
+            return tl.core.tensor(TensorHandle(np.asarray(out, dtype=np.bool_), tl.int1),
+                                  like.type.with_element_ty(tl.int1) if like.type.is_block() else tl.int1)
+        dtype = like.handle.data.dtype
+        return tl.core.tensor(TensorHandle(np.asarray(out).astype(dtype), like.handle.dtype), like.type)
+
+    fn.__name__ = name
+    return fn
+
+
+def install_libdevice() -> list[str]:
+    """Under the interpreter, ``libdevice.f(x)`` (``triton.language.extra.libdevice`` and the
+    CUDA and HIP ones) computes with numpy: Triton's interpreter runs ``tl.math`` but leaves
+    libdevice's functions empty, so a kernel calling ``libdevice.tanh`` failed with "'NoneType'
+    object has no attribute 'type'". On a GPU nothing changes (it is installed only by an
+    interpreter worker). Returns the names installed."""
+    import importlib
+    table = _numpy_table()
+    done = []
+    for mod_name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
+                     "triton.language.extra.hip.libdevice"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception:
+            continue
+        for kind, fns in table.items():
+            for name, np_fn in fns.items():
+                if hasattr(mod, name):
+                    setattr(mod, name, _libdevice_function(name, kind, np_fn))
+                    done.append(f"{mod_name.rsplit('.', 2)[-2]}.{name}")
+    return done

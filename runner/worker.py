@@ -113,6 +113,7 @@ def prepare(requested: str) -> bool:
         guards.patch_autotune_for_interpreter()
         from . import fastinterp
         fastinterp.install()  # before the warm-up's kernel: no builtin is patched yet
+        fastinterp.install_libdevice()
     from . import warmup
     threads = len(os.listdir("/proc/self/task"))
     warmup.warm(interpreter=not gpu)  # before the launch recorder: this launch is nobody's

@@ -33,3 +33,13 @@ def test_same_outputs_and_same_patched_names_as_the_stock_interpreter():
 
 def test_it_can_be_turned_off():
     assert not _run("--fast", env={"GEAK_STOCK_INTERPRETER": "1"})["installed"]
+
+
+def test_libdevice_under_the_interpreter_computes_what_torch_computes():
+    p = subprocess.run([sys.executable, str(ROOT / "tests" / "fastinterp" / "libdevice_kernel.py")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    installed, diffs = p.stdout.strip().splitlines()[-2:]
+    assert int(installed) > 50
+    fp32, fp16 = (float(x.split("(")[1].rstrip(")")) for x in diffs.split(") ", 1)[0:1] + [diffs.split(") ", 1)[1]])
+    assert fp32 < 1e-5 and fp16 < 1e-3
