@@ -4,7 +4,8 @@
 
 The rule: the module-level integer constants that set sizes (every ``NAME = <int>`` at the top
 level, except those naming a kernel, stride, padding, dilation, groups or pool size, which set
-the computation's shape rather than its size) are halved, the largest first, until the tensors
+the computation's shape rather than its size) are halved, the largest first and equal ones together (so that a size that equals another in the
+original still does), until the tensors
 ``get_inputs()`` returns hold at most ``--limit`` elements (the interpreter's
 ``interpreter_max_elements``); none is halved below 4. The inputs are counted on PyTorch's meta
 device, so nothing is allocated. Each copy keeps its file name and says what was changed in a
@@ -78,11 +79,9 @@ def reduce(text: str, limit: int) -> tuple[str, dict[str, tuple[int, int]]]:
         big = [n for n, v in values.items() if v // 2 >= FLOOR]
         if not big:
             raise ValueError("cannot be reduced under the limit by halving its size constants")
-        n = max(big, key=lambda k: values[k])
-        shared = next((ns for ns, _ in _int_sites(ast.parse(text)) if n in ns), [n])
-        for m in shared:
-            if m in values:
-                values[m] = values[n] // 2
+        top = max(values[k] for k in big)
+        for m in [k for k in big if values[k] == top]:  # equal sizes stay equal (a norm's width = a channel count)
+            values[m] = top // 2
         current = with_values(text, values)
     changed = {n: (start[n], values[n]) for n in values if values[n] != start[n]}
     return current, changed

@@ -137,8 +137,9 @@ def _kernel(name: str, src: str, fuses: str, tl_math: frozenset = frozenset()) -
     new = _readable(name)
     fn.name = new
     fn = _Rename(set(), "tl_math", tl_math).visit(fn)
-    params = [p for p, t in sig.items() if t != "constexpr"]
-    consts = [p for p, t in sig.items() if t == "constexpr"]
+    # A numel Inductor knows statically is a constexpr it still passes (a scalar update: xnumel = 1).
+    params = [p for p, t in sig.items() if t != "constexpr" or p.endswith("numel")]
+    consts = [p for p, t in sig.items() if t == "constexpr" and not p.endswith("numel")]
     known = set(POINTWISE_1D) | set(POINTWISE_2D) | set(REDUCTION)
     if any(c not in known for c in consts):
         raise CannotWrite(f"Inductor's kernel {name} takes {', '.join(c for c in consts if c not in known)}, "
@@ -193,8 +194,15 @@ class _Call(ast.NodeTransformer):
                                               keywords=[ast.keyword("device", ast.Name("_device", ast.Load())),
                                                         ast.keyword("dtype", dtype)]), node)
         if isinstance(f, ast.Name) and f.id == "reinterpret_tensor":
-            return ast.copy_location(ast.Call(func=_attr("torch.as_strided"), args=node.args,
-                                              keywords=node.keywords), node)
+            # Inductor's offset counts from the buffer's own start (its storage_offset, 0 for a
+            # fresh buffer), as_strided's from the storage's.
+            args = list(node.args)
+            if len(args) != 4:
+                raise CannotWrite("Inductor's code reinterprets a buffer in a form GEAK does not know")
+            base = ast.Call(func=ast.Attribute(value=args[0], attr="storage_offset", ctx=ast.Load()), args=[],
+                            keywords=[])
+            args[3] = ast.BinOp(left=base, op=ast.Add(), right=args[3])
+            return ast.copy_location(ast.Call(func=_attr("torch.as_strided"), args=args, keywords=[]), node)
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "extern_kernels":
             target = self.externs.get(f.attr)
             if target is None:
@@ -440,13 +448,16 @@ def _splice(original: str, symbol: str, kernels: dict[str, Kernel], helpers: lis
     start = (fn.body[1].lineno if keep_doc and len(fn.body) > 1 else first.end_lineno + 1 if keep_doc else first.lineno)
     end = fn.end_lineno
     indent = re.match(r"\s*", src[first.lineno - 1]).group(0)
-    new_body = [indent + ln if ln else ln for ln in body]
+    # Forward only: the kernels write into buffers autograd does not follow (and the library
+    # calls write with out=, which autograd refuses).
+    new_body = [f"{indent}with torch.no_grad():  # forward only: no gradients through these kernels"]
+    new_body += [indent + "    " + ln if ln else ln for ln in body]
     if library:
         new_body.insert(0, f"{indent}# Left to PyTorch's libraries: {', '.join(library)}.")
     block = [f"# Triton kernels for {symbol}, written by PyTorch's compiler (Inductor, torch "
              f"{gen.get('torch', '?')}) and made standalone by GEAK: Inductor's autotuning decorator",
              "# removed; the block sizes and num_warps at each launch below are for GEAK's tuner to search.",
-             "import triton", "import triton.language as tl"]
+             "import torch", "import triton", "import triton.language as tl"]
     if any("libdevice." in k.source for k in kernels.values()) or any("libdevice." in h for h in helpers):
         block.append("from triton.language.extra import libdevice")
     block.append("")
