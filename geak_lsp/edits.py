@@ -105,7 +105,17 @@ def merge(original: str, result: str) -> Merge:
     if need:
         after = max((e for _, e in _imports(otree, olines)), default=0)
         edits.append(LineEdit(after, after, "".join(t + "\n" for t in need)))
-    # Apply back to front (an insertion and a replacement at the same line: insertion first in text).
+    # An insertion where a replacement starts is made one edit with it (insertion first), so
+    # that no client has to order two edits at one position.
+    folded: list[LineEdit] = []
+    for ed in sorted(edits, key=lambda x: (x.start, x.end)):
+        prev = folded[-1] if folded else None
+        if prev is not None and prev.start == prev.end == ed.start:
+            folded[-1] = LineEdit(ed.start, ed.end, prev.text + ed.text)
+        else:
+            folded.append(ed)
+    edits = folded
+    # Apply back to front.
     new = list(olines)
     for ed in sorted(edits, key=lambda x: (x.start, x.end), reverse=True):
         new[ed.start:ed.end] = [ed.text]

@@ -484,3 +484,40 @@ async def test_apply_untimed_with_the_tuner_says_it_is_for_the_geak_loop(proj):
         assert not ed.applied
     finally:
         await stop(ed)
+
+
+TORCH_FN = '''import torch
+
+
+def gelu_sum(x, y):
+    """gelu(x * y + 1), summed over the last dimension."""
+    return torch.nn.functional.gelu(x * y + 1).sum(-1)
+
+
+def get_inputs(n=16, m=40):
+    return [torch.randn(n, m, device="cuda"), torch.randn(n, m, device="cuda")]
+
+
+INPUT_CASES = [dict(n=16, m=40), dict(n=7, m=130)]
+'''
+
+
+@aio
+async def test_a_pytorch_function_with_no_key_gets_a_verified_triton_rewrite(tmp_path):
+    """No provider, strategy auto, no GPU: PyTorch's compiler writes the Triton, the edit is
+    offered as verified correct and not timed, and the file then holds the kernel."""
+    proj = Project(tmp_path).write("fused.py", TORCH_FN)
+    ed = await start(proj.root, init={"geak": {**BASE}})
+    try:
+        uri = ed.open(proj.root / "fused.py")
+        line = TORCH_FN.splitlines().index("def gelu_sum(x, y):")
+        started = await ed.execute((await ed.action(uri, line, "Optimize with GEAK")).command)
+        end = await ed.job_end(started["token"], timeout=240)
+        assert "applied" in end.message and "standalone Triton file" in end.message, end.message
+        new = ed.text(uri)
+        assert "@triton.jit" in new and "torch._inductor" not in new
+        assert "def gelu_sum(x, y):" in new and "def get_inputs(n=16, m=40):" in new
+        label = ed.applied[0].edit.change_annotations["geak-result"].label
+        assert "verified correct, not timed" in label, label
+    finally:
+        await stop(ed)
