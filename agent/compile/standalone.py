@@ -144,6 +144,9 @@ def _kernel(name: str, src: str, fuses: str, tl_math: frozenset = frozenset()) -
     if any(c not in known for c in consts):
         raise CannotWrite(f"Inductor's kernel {name} takes {', '.join(c for c in consts if c not in known)}, "
                           "which GEAK cannot choose yet")
+    # What it computes, inside it (a comment above it would not travel with it into an editor's edit).
+    doc = f"Inductor's {kind.replace('_', ' ')} kernel" + (f"; fuses {fuses}." if fuses else ".")
+    fn.body.insert(0, ast.Expr(ast.Constant(doc)))
     return Kernel(name=new, inductor_name=name, kind=kind, grid=grid, params=params, constexprs=consts,
                   fuses=fuses, source=ast.unparse(ast.fix_missing_locations(fn)))
 
@@ -154,6 +157,10 @@ def _helper(name: str, src: str, helpers: set[str], tl_math: frozenset = frozens
     fn.name = "_" + name
     fn.decorator_list = [ast.Attribute(value=ast.Name("triton", ast.Load()), attr="jit", ctx=ast.Load())]
     fn = _Rename(helpers, "math", tl_math).visit(fn)
+    if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(getattr(fn.body[0], "value", None), ast.Constant):
+        fn.body = fn.body[1:] or [ast.Pass()]
+    fn.body.insert(0, ast.Expr(ast.Constant(f"PyTorch's triton_helpers.{name} (torch/_inductor/runtime/"
+                                            "triton_helpers.py, BSD-3-Clause), copied.")))
     return ast.unparse(ast.fix_missing_locations(fn))
 
 
@@ -450,7 +457,9 @@ def _splice(original: str, symbol: str, kernels: dict[str, Kernel], helpers: lis
     indent = re.match(r"\s*", src[first.lineno - 1]).group(0)
     # Forward only: the kernels write into buffers autograd does not follow (and the library
     # calls write with out=, which autograd refuses).
-    new_body = [f"{indent}with torch.no_grad():  # forward only: no gradients through these kernels"]
+    new_body = [f"{indent}# Triton kernels written by PyTorch's compiler (Inductor, torch {gen.get('torch', '?')}), made",
+                f"{indent}# standalone by GEAK; block sizes and num_warps at each launch are for its tuner to search.",
+                f"{indent}with torch.no_grad():  # forward only: no gradients through these kernels"]
     new_body += [indent + "    " + ln if ln else ln for ln in body]
     if library:
         new_body.insert(0, f"{indent}# Left to PyTorch's libraries: {', '.join(library)}.")

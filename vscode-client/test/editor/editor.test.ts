@@ -31,6 +31,21 @@ const CHROMIUM = process.env.GEAK_CHROMIUM ?? "/usr/bin/chromium";
 const CODE_SERVER = path.join(HERE, "node_modules/.bin/code-server");
 const WRAPPER_BODY = 17; // `out = torch.empty_like(x)`, inside add_relu (1-based, as Ctrl+G takes it)
 const KERNEL_DEF = 7;
+// A PyTorch function with inputs and no Triton: the compile strategy's case.
+const TORCH_FN = `import torch
+
+
+def gelu_sum(x, y):
+    return torch.nn.functional.gelu(x * y + 1).sum(-1)
+
+
+def get_inputs(n=16, m=40):
+    return [torch.randn(n, m, device="cuda"), torch.randn(n, m, device="cuda")]
+
+
+INPUT_CASES = [dict(n=16, m=40), dict(n=7, m=130)]
+`;
+const TORCH_FN_BODY = 5; // `return torch.nn.functional.gelu(...)`, inside gelu_sum (1-based)
 
 let work: string;
 let ws: string;
@@ -206,6 +221,7 @@ describe("GEAK in a real VS Code (code-server + Chromium)", () => {
     fs.mkdirSync(ws);
     fs.copyFileSync(path.join(HERE, "../e2e/fixtures/k.py"), path.join(ws, "k.py"));
     fs.writeFileSync(path.join(ws, "pyproject.toml"), "[project]\nname = \"ws\"\nversion = \"0\"\n");
+    fs.writeFileSync(path.join(ws, "torch_fn.py"), TORCH_FN); // a PyTorch function: the compile strategy's case
     // A second one whose geak.interpreter runs a server that exits at start.
     wsBroken = path.join(work, "ws-old-geak");
     fs.mkdirSync(path.join(wsBroken, ".vscode"), { recursive: true });
@@ -475,6 +491,55 @@ describe("GEAK in a real VS Code (code-server + Chromium)", () => {
     expect(await page.locator(".refactor-preview, .bulk-edit-panel").count()).toBe(0);
     expect(await page.locator(".tabs-container .tab.dirty").count()).toBe(1);
     note("Apply GEAK result from the light bulb applied it");
+  }, 240000);
+
+  it("a PyTorch function with no key set: PyTorch's compiler writes the Triton, previewed, then applied", async () => {
+    onFailureShot("compile");
+    await clearNotifications();
+    // No provider and the auto strategy: for PyTorch code the server uses PyTorch's compiler.
+    const settingsFile = path.join(work, "data/User/settings.json");
+    const saved = fs.readFileSync(settingsFile, "utf8");
+    const s = JSON.parse(saved);
+    delete s["geak.provider"];
+    delete s["geak.model"];
+    s["geak.strategy"] = "auto";
+    // As a user changes them: the user settings (JSON) edited in the editor and saved.
+    await command("Preferences: Open User Settings (JSON)");
+    await page.locator(".tabs-container .tab", { hasText: "settings.json" }).first().waitFor({ timeout: 10000 });
+    await activeEditor().locator("textarea.inputarea").first().focus();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.press("Delete");
+    await page.keyboard.insertText(JSON.stringify(s));
+    await page.keyboard.press("Control+S");
+    await waitFor("the settings saved", () => !fs.readFileSync(settingsFile, "utf8").includes("geak.provider") || undefined, 10000);
+    try {
+      await page.waitForTimeout(2000); // the extension tells the server, which pulls them
+      await openFile("torch_fn.py");
+      await chooseAction(TORCH_FN_BODY, "Optimize with GEAK");
+      const ask = toast("review the change in the diff, then Apply or Discard");
+      await ask.waitFor({ timeout: 180000 });
+      expect(await ask.innerText()).toContain("verified correct, not timed");
+      await page.locator(".tabs-container .tab", { hasText: "torch_fn.py ↔ Apply GEAK result" }).waitFor({ timeout: 10000 });
+      await shot("editor-8-compile-preview");
+      await ask.locator(".notification-list-item-message a", { hasText: /^Apply$/ }).click();
+      await ask.waitFor({ state: "detached", timeout: 10000 });
+      await page.locator(".editor-group-container.active .tab", { hasText: "torch_fn.py" }).first().click();
+      await waitFor("the result in the editor", async () => (await editorText()).includes("triton") || undefined, 10000);
+      await activeEditor().locator("textarea.inputarea").first().focus();
+      await page.keyboard.press("Control+S");
+      const file = path.join(ws, "torch_fn.py");
+      await waitFor("the Triton file on disk", () => fs.readFileSync(file, "utf8").includes("@triton.jit") || undefined, 15000);
+      const text = fs.readFileSync(file, "utf8");
+      expect(text).toContain("def gelu_sum(x, y):");
+      expect(text).toContain("INPUT_CASES = [dict(n=16, m=40), dict(n=7, m=130)]"); // the user's inputs stay
+      expect(text).not.toContain("torch._inductor");
+      const end = toast(/GEAK Optimize gelu_sum: applied: a standalone Triton file/);
+      await end.waitFor({ timeout: 15000 });
+      note("a PyTorch function: PyTorch's compiler's Triton applied with no key");
+    } finally {
+      fs.writeFileSync(settingsFile, saved);
+      await page.waitForTimeout(2000);
+    }
   }, 240000);
 
   it("a server that cannot start says so once, with the reason and the fix", async () => {
