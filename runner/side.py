@@ -111,8 +111,15 @@ class Side:
         reference's names and shapes gets the reference's weights."""
         call = init(seed) if init else None
         seed_all(seed)
-        with self.trees.device_ctx():
-            model = obj(*(call.args if call else ()), **(call.kwargs if call else {}))
+        try:
+            with self.trees.device_ctx():
+                model = obj(*(call.args if call else ()), **(call.kwargs if call else {}))
+        except Failure:
+            raise
+        except BaseException as e:  # the user's constructor: said in their terms, not as the evaluator's error
+            name = getattr(obj, "__name__", "the module")
+            raise self.failure(e, self.role or "reference",
+                               f"building {name}(*get_init_inputs())") from None
         if not self.interp:
             model = model.cuda()
         if weights_from is not None:

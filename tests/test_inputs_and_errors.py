@@ -298,3 +298,32 @@ def test_add_relu():
     r = p.evaluate(runner, "tb.py::add_relu", "cand.py::add_relu", trials=1, unit="tests")
     assert r.status == "mismatch" and not r.correct, r.message
     assert "the test raises ValueError" in r.message and "boom" in r.message, r.message
+
+
+def test_a_module_whose_constructor_raises_is_the_users_error_not_the_evaluators(runner, tmp_path):
+    from conftest import Project
+    p = Project(tmp_path / "p").write("m.py", '''
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self, channels, groups):
+                super().__init__()
+                self.norm = nn.GroupNorm(groups, channels)
+
+            def forward(self, x):
+                return self.norm(x)
+
+
+        def get_inputs():
+            return [torch.randn(2, 12, 4)]
+
+
+        def get_init_inputs():
+            return [12, 8]
+        ''')
+    r = p.evaluate(runner, "m.py::Model")
+    assert r.status == "runtime_error" and not r.correct
+    assert r.message.startswith("building Model(*get_init_inputs()): ValueError"), r.message
+    assert "internal error" not in r.message
