@@ -2,6 +2,7 @@
 ``get_inputs``, ``get_init_inputs``): the share that becomes a verified standalone Triton file.
 
     PYTHONPATH=$PWD python3 scripts/compile_share.py DIR OUT.json [--device interpreter] [--symbol Model]
+        [--run-s S] [--resume]
 
 Per problem: the original's own check, Inductor's code (``runner.inductor``), the standalone file
 (``agent.compile.standalone``), its verification against the original; the outcome and the
@@ -33,7 +34,7 @@ def stage(out) -> str:
     if m.startswith("no standalone"):
         return "not written"
     if "not verified" in m:
-        return "written, not verified"
+        return "written, timed out" if "timed out" in m else "written, not verified"
     return "no code from Inductor"
 
 
@@ -44,20 +45,25 @@ def main() -> int:
     ap.add_argument("--device", default="interpreter")
     ap.add_argument("--symbol", default="Model")
     ap.add_argument("--only", default=None, help="a regular expression on file names")
+    ap.add_argument("--run-s", type=float, default=None,
+                    help="each evaluation's run phase limit in seconds (the interpreter on a slow kernel)")
+    ap.add_argument("--resume", action="store_true", help="keep OUT.json's rows and run only the others")
     args = ap.parse_args()
     from agent.optimize import optimize
     from runner.local import LocalRunner
     from runner.source import SourceError, build_request
     root = Path(args.dir).resolve()
     runner = LocalRunner(workers=2, device=args.device)
-    rows = {}
+    rows = json.loads(Path(args.out).read_text()) if args.resume and Path(args.out).exists() else {}
     files = sorted(root.glob("*.py"), key=lambda p: (int(re.match(r"\d+", p.name).group()) if re.match(r"\d+", p.name) else 0, p.name))
     for f in files:
-        if args.only and not re.search(args.only, f.name):
+        if (args.only and not re.search(args.only, f.name)) or f.name in rows:
             continue
         t0 = time.time()
         try:
             req, _, _ = build_request(f"{f.name}::{args.symbol}", root=root, cwd=root)
+            if args.run_s:
+                req.options.limits.run_s = args.run_s
             out = optimize(req, "compile", runner)
             rows[f.name] = {"stage": stage(out), "message": out.message[:400],
                             "kernels": len(out.tried[0].label.split(",")) if out.tried else 0,
