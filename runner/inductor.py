@@ -125,8 +125,7 @@ def _helper_sources(code: str) -> tuple[dict[str, str], Optional[str]]:
             return out, f"it uses triton_helpers.{name}, which is not a Triton function GEAK can copy"
         src = inspect.getsource(fn)
         out[name] = src
-        body_names = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", src)) | set(re.findall(r"\b([A-Za-z_]\w*)\b", src))
-        for other in body_names:
+        for other in set(re.findall(r"\b([A-Za-z_]\w*)\b", src)):
             o = getattr(helpers, other, None)
             # A @triton.jit function of the module (a JITFunction, or an InterpretedFunction
             # under TRITON_INTERPRET=1), not one it imports from Triton.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -152,7 +153,7 @@ def _kernel(name: str, src: str, fuses: str, tl_math: frozenset = frozenset()) -
 
 
 def _helper(name: str, src: str, helpers: set[str], tl_math: frozenset = frozenset()) -> str:
-    tree = ast.parse(src.strip() if not src.startswith((" ", "\t")) else _dedent(src))
+    tree = ast.parse(textwrap.dedent(src))
     fn = tree.body[0]
     fn.name = "_" + name
     fn.decorator_list = [ast.Attribute(value=ast.Name("triton", ast.Load()), attr="jit", ctx=ast.Load())]
@@ -162,11 +163,6 @@ def _helper(name: str, src: str, helpers: set[str], tl_math: frozenset = frozens
     fn.body.insert(0, ast.Expr(ast.Constant(f"PyTorch's triton_helpers.{name} (torch/_inductor/runtime/"
                                             "triton_helpers.py, BSD-3-Clause), copied.")))
     return ast.unparse(ast.fix_missing_locations(fn))
-
-
-def _dedent(src: str) -> str:
-    import textwrap
-    return textwrap.dedent(src)
 
 
 def _source_expr(src: str) -> str:
