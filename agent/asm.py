@@ -461,3 +461,54 @@ def compiled_terms(res) -> dict:
                      "spill_load", "spill_store"):
             out[kind] = count(s, kind)
     return out
+
+
+_TERMS = [("registers", "registers"), ("spill_bytes", "spills (bytes)"), ("shared_bytes", "shared (bytes)"),
+          ("occupancy_pct", "occupancy %"), ("instructions", "instructions"),
+          ("global_load_vector", "global loads, vector"), ("global_load_scalar", "global loads, scalar"),
+          ("global_store_vector", "global stores, vector"), ("global_store_scalar", "global stores, scalar"),
+          ("uniform_load", "scalar-unit loads"), ("async_copy", "async copies to shared"),
+          ("shared_load", "shared loads"), ("shared_store", "shared stores"), ("barrier", "barriers"),
+          ("tensor_core", "tensor-core instr"), ("fma", "fma"), ("spill_load", "spill loads"),
+          ("spill_store", "spill stores")]
+_ALWAYS = ("registers", "spill_bytes", "shared_bytes", "occupancy_pct", "instructions")
+
+
+def _config_text(r) -> str:
+    return (", ".join(f"{n}={v}" for n, v in r.constexprs.items() if v != "None")
+            + f", warps={r.num_warps}, stages={r.num_stages}").lstrip(", ")
+
+
+def compiled_difference(original: list, candidate: list) -> Optional[dict]:
+    """What changed in compiled terms between the original's launch configs and the
+    candidate's (``KernelResources`` with listings, one compile of each): per pair its kernel
+    name, config, which side it is only on (``side``: both | original | candidate), an error,
+    and rows ``[label, original, candidate, changed]`` (text; ``-`` unknown). Rows of the
+    instruction mix that are zero on both sides are left out. None when neither side has a
+    report. For the CLI (``render_compiled_diff``), the editor's results view and the GEAK
+    loop's reflector."""
+    if not original and not candidate:
+        return None
+    arch = (original or candidate)[0].arch
+    stage = next((r.listing_stage for r in original + candidate if r.listing_stage), None)
+    kernels = []
+    for o, c in pairs(original, candidate):
+        name = (o or c).kernel if (o is None or c is None or o.kernel == c.kernel) else f"{o.kernel} -> {c.kernel}"
+        cfgs = [_config_text(r) for r in (o, c) if r is not None]
+        entry = {"kernel": name, "config": cfgs[0] if len(set(cfgs)) == 1 else " -> ".join(cfgs),
+                 "side": "candidate" if o is None else "original" if c is None else "both",
+                 "error": (o.error if o and o.error else c.error if c and c.error else None), "rows": []}
+        kernels.append(entry)
+        if entry["error"]:
+            continue
+        to, tc = compiled_terms(o), compiled_terms(c)
+        for key, label in _TERMS:
+            a, b = to.get(key), tc.get(key)
+            if a is None and b is None:
+                continue
+            if key not in _ALWAYS and not a and not b:
+                continue
+            fmt = (lambda v: "-" if v is None else f"{v:.0f}") if key == "occupancy_pct" else \
+                (lambda v: "-" if v is None else str(v))
+            entry["rows"].append([label, fmt(a), fmt(b), a != b])
+    return {"arch": arch, "stage": stage, "kernels": kernels}

@@ -410,31 +410,42 @@ def _launch_head(k: KernelResources) -> str:
             + (f"  {cfg}" if cfg else "") + (f"  ({k.arg_types})" if k.arg_types else ""))
 
 
-def render_listing(resources: list[KernelResources], files: dict[str, str], raw: bool = False) -> str:
+def listing_lines(resources: list[KernelResources], files: dict[str, str],
+                  raw: bool = False) -> list[tuple[str, Optional[tuple[str, int]]]]:
     """Each compiled launch config: its resources and summary, then its instructions in the
-    listing's order, each run of them under the kernel source line it came from."""
-    from .asm import blocks, describe, source_path, summarize
-    out = []
+    listing's order, each run of them under the kernel source line it came from. Per line of
+    text, the project file (relative path) and 1-based line it came from, or None: the CLI
+    prints the text, the editor's compiled view maps its cursor with the positions."""
+    from .asm import CUT_PREFIX, blocks, describe, source_path, summarize
+    out: list[tuple[str, Optional[tuple[str, int]]]] = []
+
+    def say(text: str, where: Optional[tuple[str, int]] = None) -> None:
+        out.append((text, where))
     for k in resources:
-        out.append(f"== {_launch_head(k)}")
+        say(f"== {_launch_head(k)}")
         if k.error:
-            out += [f"   not compiled: {k.error}", ""]
+            say(f"   not compiled: {k.error}")
+            say("")
             continue
         regs, spills, shared, occ = _costs(k, "?")
-        out.append(f"   registers {regs}, spills {spills}, shared {shared}, occupancy {occ}")
+        say(f"   registers {regs}, spills {spills}, shared {shared}, occupancy {occ}")
         if k.listing is None:
-            out += ["   no listing came back: this runner sends none (a version before compile listings)", ""]
+            say("   no listing came back: this runner sends none (a version before compile listings)")
+            say("")
             continue
         text = k.listing
         if raw:
-            out += [text.rstrip(), ""]
+            for ln in text.rstrip().splitlines():
+                say(ln)
+            say("")
             continue
         bl = blocks(text, k.listing_stage or "")
-        out.append("   " + describe(summarize([i for b in bl for i in b.instructions], k.listing_stage or "")))
+        say("   " + describe(summarize([i for b in bl for i in b.instructions], k.listing_stage or "")))
         if not bl and text:
-            out.append("   (no instructions read from this listing; --raw shows it as it came)")
+            say("   (no instructions read from this listing; --raw shows it as it came)")
         for b in bl:
             rel = source_path(b.file, files)
+            where = (rel, b.line) if rel is not None and b.line else None
             if b.line is None:
                 mark = "(no source line)"
             elif rel is not None:
@@ -442,49 +453,38 @@ def render_listing(resources: list[KernelResources], files: dict[str, str], raw:
                 mark = f"{rel}:{b.line}  {src[b.line - 1].strip() if b.line <= len(src) else ''}"
             else:
                 mark = f"{b.file}:{b.line}"
-            out.append(f"# {mark}")
-            out += [f"    {i}" for i in b.instructions]
-        if "# [listing cut:" in text:
-            out.append(text[text.index("# [listing cut:"):].strip())
-        out.append("")
-    return "\n".join(out).rstrip()
+            say(f"# {mark}", where)
+            for i in b.instructions:
+                say(f"    {i}", where)
+        if CUT_PREFIX in text:
+            for ln in text[text.index(CUT_PREFIX):].strip().splitlines():
+                say(ln)
+        say("")
+    while out and not out[-1][0].strip():
+        out.pop()
+    return out
+
+
+def render_listing(resources: list[KernelResources], files: dict[str, str], raw: bool = False) -> str:
+    """``listing_lines`` as text (``geak asm``)."""
+    return "\n".join(text for text, _ in listing_lines(resources, files, raw)).rstrip()
 
 
 def render_compiled_diff(original: list[KernelResources], candidate: list[KernelResources]) -> str:
     """Per kernel and launch config, the original's compiled figures beside the candidate's:
     registers, spills, shared memory, occupancy and the instruction mix."""
-    from .asm import compiled_terms, pairs
-    if not original and not candidate:
+    from .asm import compiled_difference
+    d = compiled_difference(original, candidate)
+    if d is None:
         return ""
-    arch = (original or candidate)[0].arch
-    stage = next((r.listing_stage for r in original + candidate if r.listing_stage), None)
-    lines = [f"compiled difference on {arch}" + (f" ({stage})" if stage else "") + ", original -> candidate:"]
-    names = [("registers", "registers"), ("spill_bytes", "spills (bytes)"), ("shared_bytes", "shared (bytes)"),
-             ("occupancy_pct", "occupancy %"), ("instructions", "instructions"),
-             ("global_load_vector", "global loads, vector"), ("global_load_scalar", "global loads, scalar"),
-             ("global_store_vector", "global stores, vector"), ("global_store_scalar", "global stores, scalar"),
-             ("uniform_load", "scalar-unit loads"), ("async_copy", "async copies to shared"), ("shared_load", "shared loads"),
-             ("shared_store", "shared stores"), ("barrier", "barriers"), ("tensor_core", "tensor-core instr"),
-             ("fma", "fma"), ("spill_load", "spill loads"), ("spill_store", "spill stores")]
-    for o, c in pairs(original, candidate):
-        head = (o or c).kernel if (o is None or c is None or o.kernel == c.kernel) else f"{o.kernel} -> {c.kernel}"
-        cfgs = [", ".join(f"{n}={v}" for n, v in r.constexprs.items() if v != "None")
-                + f", warps={r.num_warps}, stages={r.num_stages}" for r in (o, c) if r is not None]
-        cfg = cfgs[0] if len(set(cfgs)) == 1 else " -> ".join(cfgs)
-        lines.append(f"  {head}  [{cfg.lstrip(', ')}]"
-                     + ("  (only in the candidate)" if o is None else "  (not launched by the candidate)" if c is None else ""))
-        if (o and o.error) or (c and c.error):
-            lines.append(f"    not compiled: {(o.error if o and o.error else c.error)}")
+    lines = [f"compiled difference on {d['arch']}" + (f" ({d['stage']})" if d["stage"] else "") + ", original -> candidate:"]
+    for k in d["kernels"]:
+        lines.append(f"  {k['kernel']}  [{k['config']}]"
+                     + ("  (only in the candidate)" if k["side"] == "candidate" else
+                        "  (not launched by the candidate)" if k["side"] == "original" else ""))
+        if k["error"]:
+            lines.append(f"    not compiled: {k['error']}")
             continue
-        to, tc = compiled_terms(o), compiled_terms(c)
-        rows = []
-        for key, label in names:
-            a, b = to.get(key), tc.get(key)
-            if a is None and b is None:
-                continue
-            if key not in ("registers", "spill_bytes", "shared_bytes", "occupancy_pct", "instructions") and not a and not b:
-                continue
-            fmt = (lambda v: "-" if v is None else f"{v:.0f}") if key == "occupancy_pct" else (lambda v: "-" if v is None else str(v))
-            rows.append((label, fmt(a), "->", fmt(b), "" if a == b else "changed"))
+        rows = [(label, a, "->", b, "changed" if changed else "") for label, a, b, changed in k["rows"]]
         lines += ["  " + r for r in _table(rows, 30)] if rows else ["    (nothing known)"]
     return "\n".join(lines)

@@ -29,9 +29,10 @@ from .documents import apply_change
 
 log = logging.getLogger("geak_lsp")
 
-EXPERIMENTAL = {"geakResults": True, "geakJobEnd": True, "geakJobStatus": True}
+EXPERIMENTAL = {"geakResults": True, "geakJobEnd": True, "geakJobStatus": True, "geakCompiledCode": True}
 """What the server offers besides LSP (``ServerCapabilities.experimental``): the geak.results
-command, and, for a client that declares them, the geak/jobEnd and geak/jobStatus notifications."""
+and geak.compiledCode commands, and, for a client that declares them, the geak/jobEnd and
+geak/jobStatus notifications and the compiled view's code lenses."""
 
 
 @dataclass

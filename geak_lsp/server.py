@@ -38,7 +38,7 @@ from pygls import uris
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from . import __version__, actions, settings as settings_mod
+from . import __version__, actions, compiled, settings as settings_mod
 from .diagnostics import Diagnostics, Finding
 from .documents import DocumentIndex
 from .edits import Merge, MergeError, describe, line_range, merge
@@ -119,11 +119,13 @@ class GeakServer(LanguageServer):
         self._runner_key: Optional[tuple] = None
         self._runner_lock = threading.Lock()
         self._shown_problems: list[str] = []
+        self.compiled = compiled.CompiledViews(self.compile_listing)
         self.client_features: set[str] = set()
         """Custom client features from ``capabilities.experimental`` (the VS Code extension's):
         ``geakShowResults`` (it has a geak.showResults command), ``geakJobEnd`` (it shows the
         end of each job itself, from the geak/jobEnd notification) and ``geakJobStatus`` (it
-        reads each job's status as numbers, from the geak/jobStatus notification)."""
+        reads each job's status as numbers, from the geak/jobStatus notification) and
+        ``geakShowCompiled`` (it has a geak.showCompiled command that opens the compiled view)."""
 
     # ------------------------------------------------------------------ messages
 
@@ -322,27 +324,78 @@ class GeakServer(LanguageServer):
 
     def _options(self, job: Job):
         """The project's options with the editor's device and trials."""
-        from runner.config import ConfigError, project_options
-        try:
-            opts = project_options(job.root)
-        except ConfigError as e:
-            raise UserFacing(f"GEAK: {e}") from None
-        opts.device = job.settings.device
+        opts = self.project_options(job.root, job.settings)
         opts.trials = job.settings.trials
         return opts
 
+    def project_options(self, root: Path, s: Settings):
+        from runner.config import ConfigError, project_options
+        try:
+            opts = project_options(root)
+        except ConfigError as e:
+            raise UserFacing(f"GEAK: {e}") from None
+        opts.device = s.device
+        return opts
+
     def _overrides(self, job: Job) -> dict[str, str]:
-        """The job's text, and the unsaved text of the project's other open documents."""
-        overrides = {job.rel: job.text}
+        return self.overrides(job.uri, job.root, job.rel, job.text)
+
+    def overrides(self, uri: str, root: Path, rel: str, text: str) -> dict[str, str]:
+        """The document's text, and the unsaved text of the project's other open documents."""
+        overrides = {rel: text}
         for d in list(self.workspace.text_documents.values()):
-            if d.uri != job.uri:
+            if d.uri != uri:
                 try:
                     r2, p2 = self.project(d.uri)
-                    if r2 == job.root:
+                    if r2 == root:
                         overrides[p2] = d.source
                 except (UserFacing, ValueError):
                     pass
         return overrides
+
+    # The compiled view's thread ----------------------------------------------
+
+    def compile_listing(self, req: "compiled.Request", target, text: str) -> "compiled.Listing":
+        """Record the target's launches on its input cases and compile them for ``req.arch``
+        (resolved by the caller), on the editor's runner."""
+        from runner.source import SourceError, build_request
+        root, rel = self.project(req.uri)
+        opts = self.project_options(root, self.settings)
+        opts.trials, opts.timing = 1, False
+        opts.aot_arch, opts.aot_stage = req.arch, req.stage or "default"
+        try:
+            built, _, _ = build_request(f"{root / rel}::{target.evaluated}", None, opts, root=root,
+                                        overrides=self.overrides(req.uri, root, rel, text), cwd=root)
+        except SourceError as e:
+            raise UserFacing(f"GEAK: {e.info.message}" + (f" — {e.info.hint}" if e.info.hint else "")) from None
+        result = self.runner_for(self.settings).evaluate(built)
+        if result.error is not None and result.error.kind == "runner_unavailable":
+            raise UserFacing(f"GEAK: cannot run: {result.error.message}")
+        return compiled.build_listing(req, target.evaluated, rel, built.files, result.resources,
+                                      result.ran, result.message, req.arch)
+
+    async def compiled_code(self, arg: Any) -> dict:
+        """geak.compiledCode: the listing of a target (compiled on the view's thread, or cached)."""
+        try:
+            req = compiled.parse_request(arg)
+        except ValueError as e:
+            raise BadArguments(f"{compiled.CODE}: {e}") from None
+        if self.open_document(req.uri) is None:
+            raise BadArguments(f"{compiled.CODE}: {req.uri} is not open in the editor")
+        doc, found = await self.doc_targets(req.uri)
+        if found.syntax_error:
+            raise UserFacing(f"GEAK: the file does not parse ({found.syntax_error}); nothing was compiled")
+        target = found.by_name(req.name)
+        if target is None:
+            raise UserFacing(f"GEAK: no kernel, wrapper, PyTorch function or module named '{req.name}' in this file")
+        if target.kind == "kernel" and not target.wrappers:
+            raise UserFacing(f"GEAK: no function in this file launches {req.name}[grid](...), so its launches "
+                             "(constexprs, signature) are not known; write a wrapper that does")
+        from .strategies import interpreted
+        req.arch = req.arch or compiled.default_arch(self.settings.arch,
+                                                     interpreted(self.runner_for(self.settings), self.settings))
+        listing = await asyncio.wrap_future(self.compiled.get(req, target, doc.source, req.arch))
+        return listing.as_dict()
 
     def _prepare_edit(self, job: Job, out: "Outcome", runner, req) -> None:
         """Merge the result into the text the job started from; if that text is not exactly
@@ -741,8 +794,11 @@ async def on_hover(ls: GeakServer, params: t.HoverParams):
     found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
     if found is None:
         return None
-    target = found.at_header(params.position.line)
-    if target is None or target.kind not in ("kernel", "wrapper", "function", "module"):
+    line = params.position.line
+    target = found.at_header(line)
+    if target is None:
+        return _compiled_hover(ls, uri, doc, found, line)
+    if target.kind not in ("kernel", "wrapper", "function", "module"):
         return None
     try:
         root, rel = ls.project(uri)
@@ -756,6 +812,39 @@ async def on_hover(ls: GeakServer, params: t.HoverParams):
     return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=text),
                    range=t.Range(start=t.Position(line=target.header.start, character=0),
                                  end=t.Position(line=target.header.end + 1, character=0)))
+
+
+def _compiled_hover(ls: GeakServer, uri: str, doc, found, line: int) -> Optional[t.Hover]:
+    """A kernel body line: what it compiled to, from the compiled view's cache only."""
+    kernel = compiled.kernel_body_line(found, line)
+    if kernel is None:
+        return None
+    hit = ls.compiled.for_line(uri, doc.source, line)
+    if hit is None:
+        return None
+    listing, per_config = hit
+    link = None
+    if "geakShowCompiled" in ls.client_features:
+        arg = {"uri": uri, "name": listing.name, "arch": listing.arch, "stage": listing.stage}
+        link = f"command:{compiled.SHOW}?{urllib.parse.quote(json.dumps([arg]))}"
+    return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown,
+                                            value=compiled.hover_text(listing, line, per_config, link)),
+                   range=t.Range(start=t.Position(line=line, character=0), end=t.Position(line=line + 1, character=0)))
+
+
+@server.feature(t.TEXT_DOCUMENT_CODE_LENS, t.CodeLensOptions(resolve_provider=False))
+async def on_code_lens(ls: GeakServer, params: t.CodeLensParams):
+    """"GEAK: compiled code" above each Triton kernel, for a client with the compiled view."""
+    uri = params.text_document.uri
+    doc = ls.open_document(uri)
+    if doc is None or "geakShowCompiled" not in ls.client_features:
+        return None
+    found = ls.index.usable(uri, doc) or await ls.index.wait(uri, doc, QUICK_WAIT_S)
+    if found is None or found.syntax_error:
+        return None
+    from runner.aot import default_stage
+    arch = ls.settings.arch
+    return compiled.code_lenses(found, uri, f"{arch} {default_stage(arch)}" if arch else None) or None
 
 
 async def _command(ls: GeakServer, kind: str, args) -> Any:
@@ -791,6 +880,19 @@ def cmd_results(ls: GeakServer, *args):
         raise JsonRpcInvalidParams(str(e)) from None
 
 
+@server.command(compiled.CODE)
+async def cmd_compiled(ls: GeakServer, *args):
+    """geak.compiledCode {"uri", "name", "arch"?, "stage"?}: the compiled view's text and line
+    map. A malformed argument is a JSON-RPC error -32602; a target that cannot be compiled is
+    answered ``{"error": message}`` (the view shows it)."""
+    try:
+        return await ls.compiled_code(args[0] if len(args) == 1 else None)
+    except BadArguments as e:
+        raise JsonRpcInvalidParams(str(e)) from None
+    except UserFacing as e:
+        return {"error": str(e)}
+
+
 @server.command(actions.CANCEL)
 def cmd_cancel(ls: GeakServer, *args):
     """geak.cancel JOB_ID | {"uri": ..., "name"?: ...} | nothing (every job). Anything else is
@@ -822,6 +924,7 @@ def cmd_info(ls: GeakServer, *args):
 @server.feature(t.SHUTDOWN)
 def on_shutdown(ls: GeakServer, *args):
     ls.jobs.shutdown()
+    ls.compiled.close()
     r = ls._runner
     if r is not None:
         threading.Thread(target=r.close, daemon=True).start()

@@ -154,7 +154,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
     """Measure only: the target against itself, with the compile report for ``geak.arch``."""
     from agent.outcome import Outcome
     opts = request.options
-    opts.aot_arch = (settings.arch or "sm_90") if _interpreted(runner, settings) else (settings.arch or "device")
+    opts.aot_arch = (settings.arch or "sm_90") if interpreted(runner, settings) else (settings.arch or "device")
     ctx.report(f"measuring {request.target.symbol} ...", 10)
     base = Cancellable(runner, ctx).evaluate(request)
     out = Outcome(strategy="benchmark", baseline=base)
@@ -168,7 +168,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
     return out
 
 
-def _interpreted(runner, settings: Settings) -> bool:
+def interpreted(runner, settings: Settings) -> bool:
     if settings.device == "interpreter":
         return True
     pool = getattr(runner, "pool", None)

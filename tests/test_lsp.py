@@ -395,7 +395,7 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
         uri = ed.open(proj.root / "k.py")
         assert [a.title for a in await ed.actions(uri, WRAPPER_LINE)] == ["Optimize with GEAK", "Benchmark with GEAK"]
         assert ed.initialize_result.capabilities.experimental == {"geakResults": True, "geakJobEnd": True,
-                                                                  "geakJobStatus": True}
+                                                                  "geakJobStatus": True, "geakCompiledCode": True}
         started = await ed.execute((await ed.action(uri, WRAPPER_LINE, "Optimize with GEAK")).command)
         # For this client the job's progress ends when the result waits for review; the outcome
         # (after the choice) comes in geak/jobEnd.

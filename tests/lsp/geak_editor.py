@@ -203,9 +203,10 @@ CAPABILITIES = t.ClientCapabilities(
         hover=t.HoverClientCapabilities(content_format=[t.MarkupKind.Markdown])))
 
 VSCODE_EXTENSION = attrs.evolve(CAPABILITIES, experimental={"geakShowResults": True, "geakJobEnd": True,
-                                                             "geakJobStatus": True})
+                                                             "geakJobStatus": True, "geakShowCompiled": True})
 """What the GEAK VS Code extension declares besides: it has geak.showResults, it shows the end
-of each job itself (geak/jobEnd), and its status bar reads each job's status (geak/jobStatus)."""
+of each job itself (geak/jobEnd), its status bar reads each job's status (geak/jobStatus), and
+it has the compiled view (geak.showCompiled)."""
 
 
 async def start(root: Path, init: Optional[dict] = None, configuration: Optional[dict] = None,
