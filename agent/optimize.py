@@ -105,9 +105,10 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
                say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     from .llm.rundir import RunDir
     from .llm.session import Session
+    request, original = _compiled_for_reflection(runner, request, baseline, s.arch, say)
     session = Session(base=request, baseline=baseline, settings=s.llm, provider=provider,
                       root=Path(s.root or Path.cwd()), arch=s.arch, run_dir=s.run_dir,
-                      run=RunDir(s.resume) if s.resume else None)
+                      run=RunDir(s.resume) if s.resume else None, original=original)
     task, cfg = session.open()
     cfg.deadline = deadline
     say(runner.progress("search", session.describe(s.resume is not None, task, cfg), device=baseline.device,
@@ -128,3 +129,20 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
     report = session.loop(runner if deadline is None else BudgetRunner(runner, deadline), task, cfg, on_step,
                           on_iteration)
     return session.outcome(report, s.apply_untimed)
+
+
+def _compiled_for_reflection(runner, request: EvalRequest, baseline, arch: Optional[str],
+                             say: Callable[[Progress], None]) -> tuple[EvalRequest, list]:
+    """The GEAK loop's request with each candidate compiled ahead of time for the target GPU
+    (``arch``, else the runner's, else sm_90) with its listing, and the original compiled the
+    same way once: the reflector shows a slow or spilling candidate what the compiler made of
+    it against the original. Where the original's compile gives nothing (a runner without
+    ahead-of-time compiles), the loop goes on without it."""
+    from runner.aot import ARCHS, DEFAULT_ARCH
+    d = baseline.device
+    arch = arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
+    compiled = request.with_candidate(None, aot_arch=arch, aot_stage="default")
+    say(Progress("original", f"compiling the original's kernels for {arch} ..."))
+    r = runner.evaluate(compiled.with_candidate(None, trials=1, timing=False))
+    original = [k for k in r.resources if k.variant is None and k.listing]
+    return (compiled, original) if original else (request, [])

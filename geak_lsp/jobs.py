@@ -53,6 +53,8 @@ class Job:
     """The ``edits.Merge`` of the result into the job's text, once it is ready to offer."""
     edit_failures: list = field(default_factory=list)
     """Why the result could not be offered as an edit (``strategies.Failure``)."""
+    compiled: Optional[dict] = None
+    """The compiled difference between the original and the offered result (``strategies.compiled_change``)."""
 
 
 class JobManager:

@@ -320,7 +320,21 @@ class GeakServer(LanguageServer):
             out = strategies.optimize_target(runner, req, s, job.ctx, job.root)
         if out.source:
             self._prepare_edit(job, out, runner, req)
+        if job.merge is not None and out.source:
+            job.compiled = self._compiled_change(job, runner, req)
         return out
+
+    def _compiled_change(self, job: Job, runner, req) -> Optional[dict]:
+        """The results view's compiled difference for the offered result (best effort)."""
+        from . import strategies
+        try:
+            return strategies.compiled_change(runner, req, job.merge.text, strategies.aot_arch(runner, job.settings),
+                                              job.ctx)
+        except strategies.Cancelled:
+            raise
+        except Exception as e:  # noqa: BLE001 - the result stands without its compiled figures
+            self.log(f"GEAK: {job.id}: the compiled difference was not made ({e})", t.MessageType.Warning)
+            return None
 
     def _options(self, job: Job):
         """The project's options with the editor's device and trials."""
@@ -493,7 +507,7 @@ class GeakServer(LanguageServer):
             strategy=out.strategy or job.kind, device=device_name(base.device if base is not None else None),
             started_at=job.started, finished_at=time.time(), outcome=outcome, message=out.message,
             speedup=out.speedup, original=case_records(base), candidates=candidate_records(out),
-            notes=list(out.notes), job=job.id, result_hash=result_hash))
+            notes=list(out.notes), job=job.id, result_hash=result_hash, compiled=job.compiled))
         if result_hash is not None and out.result is not None:  # what the result measured, once it is the code
             store.put(record_from_result(out.result, job.rel, job.symbol, result_hash, "optimize", kernels,
                                          side="candidate"))

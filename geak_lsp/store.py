@@ -132,6 +132,10 @@ class RunRecord:
     job: str = ""
     result_hash: Optional[str] = None
     """The target's source hash once the offered result is the code (None: nothing offered)."""
+    compiled: Optional[dict] = None
+    """What changed in compiled terms from the original to the offered result
+    (``agent.asm.compiled_difference``: per kernel and launch config, registers, spills,
+    shared memory, occupancy and the instruction mix); None: nothing offered, or not compiled."""
 
 
 def case_records(result, side: str = "reference") -> list[CaseRecord]:

@@ -154,7 +154,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
     """Measure only: the target against itself, with the compile report for ``geak.arch``."""
     from agent.outcome import Outcome
     opts = request.options
-    opts.aot_arch = (settings.arch or "sm_90") if interpreted(runner, settings) else (settings.arch or "device")
+    opts.aot_arch = aot_arch(runner, settings)
     ctx.report(f"measuring {request.target.symbol} ...", 10)
     base = Cancellable(runner, ctx).evaluate(request)
     out = Outcome(strategy="benchmark", baseline=base)
@@ -166,6 +166,12 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
     else:
         out.message = f"fails its own inputs: {reason(base)}"
     return out
+
+
+def aot_arch(runner, settings: Settings) -> str:
+    """The GPU compile reports are for: ``geak.arch``, else the runner's GPU, else sm_90."""
+    from .compiled import default_arch
+    return default_arch(settings.arch, interpreted(runner, settings))
 
 
 def interpreted(runner, settings: Settings) -> bool:
@@ -278,3 +284,17 @@ def confirm(runner, request: EvalRequest, merged: str, ctx: JobContext) -> EvalR
     """Evaluate the exact text the edit would write (when it differs from what was verified)."""
     ctx.report("verifying the merged edit ...", 97)
     return Cancellable(runner, ctx).evaluate(request.with_candidate(merged, trials=max(request.options.trials, 2)))
+
+
+def compiled_change(runner, request: EvalRequest, merged: str, arch: str, ctx: JobContext) -> Optional[dict]:
+    """What the compiler made of the original and of the offered result (``merged``), for
+    ``arch``, side by side (``agent.asm.compiled_difference``): both compiled with the launches
+    they make on the input cases. None when neither launched a Triton kernel; a failure to
+    compile is the figures' ``error``, never the job's."""
+    from agent.asm import compiled_difference
+    ctx.report(f"comparing the compiled code for {arch} ...", 98)
+    both = [request.with_candidate(src, trials=1, timing=False, aot_arch=arch, aot_stage="default")
+            for src in (None, merged)]
+    original, result = Cancellable(runner, ctx).evaluate_many(both)
+    return compiled_difference([r for r in original.resources if r.variant is None],
+                               [r for r in result.resources if r.variant is None])

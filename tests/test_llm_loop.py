@@ -392,3 +392,32 @@ def test_a_provider_nobody_listens_for_stops_the_run_at_once_with_its_own_exit_c
     assert "NO VERIFIED IMPROVEMENT" not in r.stdout + r.stderr and "iteration 2/" not in r.stderr
     runs = list((p.root / ".geak" / "runs").iterdir())
     assert len(runs) == 1 and [d.name for d in (runs[0] / "steps").iterdir()] == ["i00-c0"]
+
+
+def test_a_spilling_candidate_is_shown_what_the_compiler_made_of_it(tmp_path, llm, runner, capsys, monkeypatch):
+    """The reflector's feedback for a correct candidate that spills (or is slower): its compiled
+    difference from the original, for the target GPU, read from both listings."""
+    pair = ROOT / "tests" / "compiled_pair"
+    Project(tmp_path).write("sm.py", (pair / "rowsoftmax_warps.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    server = llm([{"text": fence((pair / "rowsoftmax.py").read_text(), "One warp per row.")},
+                  {"text": fence((pair / "rowsoftmax_warps.py").read_text(), "Back to eight warps.")}])
+    args = build_parser().parse_args(["optimize", "sm.py::softmax", "--strategy", "llm", "--provider", "openai",
+                                      "--model", "scripted", "--trials", "1", "--retries", "0", "--timeout", "60",
+                                      "--iterations", "2", "--arch", "sm_90", "--json"])
+    run_optimize(args, runner=runner)
+    rep = json.loads(capsys.readouterr().out)
+    prompts = server.prompts()
+    assert [c["outcome"] for c in rep["candidates"]] == ["correct", "correct"]
+    assert "What the compiler made of it, against the original" in prompts[1]
+    block = prompts[1][prompts[1].index("compiled difference on sm_90 (sass)"):]
+    spills = next(r for r in block.splitlines() if r.strip().startswith("spills (bytes)")).split()
+    assert spills[2] == "0" and int(spills[4]) > 0 and spills[5] == "changed", spills
+    assert "warps=8" in block and "warps=1" in block
+    steps = steps_of(rep)
+    assert "spill stores" in json.loads((steps["i00-c0"] / "step.json").read_text())["compiled"]
+    # The second candidate does not spill and nothing is timed: no compiled block for it.
+    assert json.loads((steps["i01-c0"] / "step.json").read_text())["compiled"] is None
+    # The run directory keeps the figures, not the listings.
+    res = json.loads((steps["i00-c0"] / "result.json").read_text())
+    assert res["resources"] and all(k["listing"] is None and k["spill_bytes"] > 0 for k in res["resources"])

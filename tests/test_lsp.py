@@ -408,6 +408,13 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
         run = res["runs"][0]
         assert (run["strategy"], run["outcome"], run["device"]) == ("llm", "not-timed", "Triton CPU interpreter")
         assert run["result_hash"] == res["source_hash"], "the applied result is the code now"
+        # What changed in compiled terms (the results view's section): the block size, for sm_90.
+        comp = run["compiled"]
+        assert (comp["arch"], comp["stage"]) == ("sm_90", "sass") and len(comp["kernels"]) == 1
+        k = comp["kernels"][0]
+        assert (k["kernel"], k["side"], k["error"]) == ("add_relu_kernel", "both", None)
+        assert k["config"].startswith("BLOCK=256") and "-> BLOCK=512" in k["config"], k["config"]
+        assert {r[0] for r in k["rows"]} >= {"registers", "spills (bytes)", "instructions", "global loads, scalar"}
         # The job's status, as numbers: running through its stages, then done; two candidates,
         # one verified; no speedup, since nothing is timed on the CPU.
         mine = [s for s in ed.job_statuses if s["job"] == started["job"]]

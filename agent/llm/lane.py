@@ -48,7 +48,7 @@ class Lane:
                                                      best_known(steps).source)
             return "generate", generator.first(task)
         if last.outcome == CORRECT:
-            preamble = prompts.render("reflect_correct", measurement=reflector.measurement(last.result))
+            preamble = prompts.render("reflect_correct", measurement=reflector.measurement(last.result, last.compiled))
             return "optimize", generator.improve(task, history_text(rank(steps)), preamble, last.source)
         if len(self.failures) >= self.trap_after:
             best = best_known(steps)

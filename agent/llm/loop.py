@@ -31,6 +31,7 @@ from .lane import Lane
 from .optimizer import choose
 from .providers import Provider, ProviderError, call
 from .records import Step
+from .reflector import compiled_feedback
 from .rundir import RunDir
 from .usage import BudgetExceeded, Usage
 
@@ -59,9 +60,12 @@ class LoopResult:
 
 def run_loop(task: Task, provider: Provider, runner, base: EvalRequest, cfg: LoopConfig, run: RunDir,
              usage: Usage, on_step: Callable[[Step], None] = lambda s: None,
-             on_iteration: Callable[[int, list[Step]], None] = lambda i, s: None) -> LoopResult:
-    """The loop above. Candidates are evaluated with ``base``'s options, against its target."""
-    loop = _Loop(task, provider, runner, base, cfg, run, usage)
+             on_iteration: Callable[[int, list[Step]], None] = lambda i, s: None,
+             original: Optional[list] = None) -> LoopResult:
+    """The loop above. Candidates are evaluated with ``base``'s options, against its target.
+    ``original``: the original's compile reports with listings (``base`` asks the same of each
+    candidate), for the reflector's compiled difference."""
+    loop = _Loop(task, provider, runner, base, cfg, run, usage, original or [])
     with concurrent.futures.ThreadPoolExecutor(max_workers=cfg.parallel) as pool:
         for it in range(cfg.iterations):
             todo = loop.todo(it)
@@ -83,8 +87,9 @@ class _Loop:
     """The loop's state: the steps so far (a resumed run's from disk), the lanes, why it stopped."""
 
     def __init__(self, task: Task, provider: Provider, runner, base: EvalRequest, cfg: LoopConfig,
-                 run: RunDir, usage: Usage):
+                 run: RunDir, usage: Usage, original: list):
         self.task, self.provider, self.runner, self.base = task, provider, runner, base
+        self.original = original
         self.cfg, self.run, self.usage = cfg, run, usage
         self.steps = run.steps()  # a resumed run goes on from what is on disk
         self.lanes = [Lane(i, cfg.trap_after) for i in range(cfg.parallel)]
@@ -148,6 +153,9 @@ class _Loop:
         reqs = [candidate_request(self.base, s.source, s.id) for s in pending]
         for s, r in zip(pending, self.runner.evaluate_many(reqs) if reqs else []):
             s.result, s.outcome = r, outcome(r)
+            s.compiled = compiled_feedback(self.original, r)
+            for k in r.resources:  # read: the run directory keeps the figures, not the listings
+                k.listing = None
             self.run.save(s)
 
     def reflect(self, it: int, new: list[Step], on_step: Callable[[Step], None]) -> None:

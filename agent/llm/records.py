@@ -35,6 +35,9 @@ class Step:
     seconds: float = 0.0
     truncated: bool = False
     """The answer stopped at the max-tokens limit."""
+    compiled: Optional[str] = None
+    """For a correct candidate that is slower than the original or spills: what the compiler
+    made of it against the original (``render_compiled_diff``), for the reflector."""
 
     @property
     def finished(self) -> bool:

@@ -6,10 +6,15 @@
   mismatch shows;
 * rejected: which anti-cheat rule it broke;
 * correct: what was measured (speedup, per-case times, % of peak, registers and spills when
-  compiled ahead of time), so the model can say what made it fast or slow.
+  compiled ahead of time), so the model can say what made it fast or slow; for a candidate
+  slower than the original or one that spills, what the compiler made of it against the
+  original (registers, spills, shared memory, occupancy, vector or scalar memory instructions,
+  tensor-core use), read from both compiled listings.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 from runner.schema import EvalResult
 
@@ -61,11 +66,25 @@ def flags_text(r: EvalResult) -> str:
     return "\n".join(rows) or f"* {r.message}"
 
 
-def measurement(r: EvalResult) -> str:
+def compiled_feedback(original: list, r: EvalResult) -> Optional[str]:
+    """The compiled difference for the reflector, for a verified candidate that is slower than
+    the original or spills; None otherwise (or when either side has no compile report)."""
+    from ..render import render_compiled_diff
+    cand = [k for k in r.resources if k.variant is None]
+    if not r.verified or not original or not cand:
+        return None
+    slow = r.speedup is not None and r.speedup < 1.0
+    spills = any((k.spill_bytes or 0) > 0 for k in cand)
+    if not (slow or spills):
+        return None
+    return render_compiled_diff(original, cand) or None
+
+
+def measurement(r: EvalResult, compiled: Optional[str] = None) -> str:
     t = r.timing
     if t is None:
         why = r.timing_unavailable or "not measured"
-        return f"Verified correct on every case. Not timed: {why}."
+        return f"Verified correct on every case. Not timed: {why}." + _compiled_block(compiled)
     lines = [f"Verified correct. Speedup over the original: {t.speedup:.3f}x (Σ ref {t.ref_ms:.4f} ms, "
              f"Σ candidate {t.cand_ms:.4f} ms, spread ±{t.spread_pct:.1f}%)."]
     for c in r.cases:
@@ -77,7 +96,14 @@ def measurement(r: EvalResult) -> str:
     for k in r.resources[:6]:
         lines.append(f"* {k.kernel} on {k.arch}: {k.registers} registers, {k.spill_bytes} B spilled, "
                      f"{k.shared_bytes} B shared memory")
-    return "\n".join(lines)
+    return "\n".join(lines) + _compiled_block(compiled)
+
+
+def _compiled_block(compiled: Optional[str]) -> str:
+    if not compiled:
+        return ""
+    return ("\n\nWhat the compiler made of it, against the original (compiled ahead of time; it is "
+            "slower or spills, and these figures say where):\n\n```text\n" + compiled + "\n```")
 
 
 def reflect(step: Step, task_block: str, symbol: str) -> tuple[str, str]:

@@ -24,7 +24,7 @@ from runner.schema import EvalRequest, EvalResult, SchemaError, request_from_jso
 from .records import Step
 
 STEP_META = ("id", "iteration", "lane", "kind", "extraction", "notes", "error", "error_kind", "outcome",
-             "input_tokens", "output_tokens", "seconds", "truncated")
+             "input_tokens", "output_tokens", "seconds", "truncated", "compiled")
 
 
 class RunDirError(Exception):

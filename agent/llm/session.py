@@ -95,8 +95,10 @@ class Session:
 
     def __init__(self, base: EvalRequest, baseline: EvalResult, settings: LLMSettings, provider: Provider,
                  root: Path, arch: Optional[str] = None, run: Optional[RunDir] = None,
-                 run_dir: Optional[Path] = None):
+                 run_dir: Optional[Path] = None, original: Optional[list] = None):
         self.base, self.baseline, self.settings, self.provider = base, baseline, settings, provider
+        self.original = original or []
+        """The original's compile reports with listings, for the reflector's compiled difference."""
         self.root, self.arch, self.run, self.run_dir = root, arch, run, run_dir
         self.result: Optional[LoopResult] = None
         self.usage: Optional[Usage] = None
@@ -135,7 +137,7 @@ class Session:
     def loop(self, runner, task: Task, cfg: LoopConfig, on_step: Callable[[Step], None],
              on_iteration: Callable[[int, list[Step]], None]) -> Report:
         self.result = run_loop(task, self.provider, runner, self.base, cfg, self.run, self.usage,
-                               on_step, on_iteration)
+                               on_step, on_iteration, original=self.original)
         report = self.report(cfg)
         self.run.write_report(report)
         return report

@@ -1,7 +1,8 @@
 /** Wiring only: the log, the status bar, the keys, the server, the preview, the results view,
- * the commands and what restarts the server. */
+ * the compiled view, the commands and what restarts the server. */
 
 import * as vscode from "vscode";
+import { COMPILED_SCHEME, CompiledViews } from "./compiled";
 import { onInterpreterChange } from "./interpreter";
 import { JobEnds } from "./jobEnd";
 import { PREVIEW_SCHEME, PreviewChoices, PreviewContent } from "./preview";
@@ -34,9 +35,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<GeakSe
   server = new GeakServer(output, status, keys, preview, choices, jobEnds);
   s = server;
   const srv = server;
+  const compiled = new CompiledViews((target) => srv.compiled(target), () => srv.cursorTarget());
   context.subscriptions.push(
-    output, status, srv, choices, jobEnds, results,
+    output, status, srv, choices, jobEnds, results, compiled,
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, preview),
+    vscode.workspace.registerTextDocumentContentProvider(COMPILED_SCHEME, compiled),
+    vscode.commands.registerCommand("geak.showCompiled", (arg?: unknown) => compiled.show(arg)),
+    vscode.commands.registerCommand("geak.compiledStage", (uri?: unknown) => compiled.switchStage(uri as vscode.Uri | undefined)),
+    vscode.commands.registerCommand("geak.compiledArch", (uri?: unknown) => compiled.switchArch(uri as vscode.Uri | undefined)),
     vscode.commands.registerCommand("geak.showLog", () => output.show()),
     vscode.commands.registerCommand("geak.setApiKey", () => setApiKeyCommand(keys)),
     vscode.commands.registerCommand("geak.restartServer", () => srv.restart()),

@@ -26,6 +26,14 @@ export interface CandidateRow {
   cases: CaseRow[];
 }
 
+/** agent.asm.compiled_difference: per kernel and launch config, rows [label, original, result, changed]. */
+export interface CompiledDiff {
+  arch: string;
+  stage?: string | null;
+  kernels: Array<{ kernel: string; config: string; side: "both" | "original" | "candidate"; error?: string | null;
+    rows: Array<[string, string, string, boolean]> }>;
+}
+
 export interface RunRow {
   name: string;
   symbol: string;
@@ -42,6 +50,7 @@ export interface RunRow {
   notes: string[];
   source_hash: string;
   result_hash?: string | null;
+  compiled?: CompiledDiff | null;
 }
 
 export interface Results {
@@ -149,7 +158,25 @@ function runSection(r: Results, run: RunRow): string {
     `${esc(STRATEGY[run.strategy] ?? run.strategy)} on ${esc(run.device)}, ${esc(when(run.finished_at))}, ` +
     `${took.toFixed(0)} s. ${esc(codeState(r, run))}</p></div>`;
   const notes = run.notes.length ? `<details><summary>notes</summary><ul>${run.notes.map((n) => `<li>${esc(n)}</li>`).join("")}</ul></details>` : "";
-  return head + originalTable(run.original) + candidatesTable(run) + notes;
+  return head + compiledSection(run) + originalTable(run.original) + candidatesTable(run) + notes;
+}
+
+const STAGE: Record<string, string> = { sass: "SASS", ptx: "PTX", amdgcn: "AMDGCN", llir: "LLVM IR", ttir: "TTIR", ttgir: "TTGIR" };
+
+/** What changed in compiled terms from the original to the offered result, per kernel and launch config. */
+function compiledSection(run: RunRow): string {
+  const d = run.compiled;
+  if (!d || !d.kernels.length) return "";
+  const stage = d.stage ? ` ${STAGE[d.stage] ?? d.stage}` : "";
+  const parts = d.kernels.map((k) => {
+    const where = k.side === "candidate" ? " (only in the result)" : k.side === "original" ? " (not launched by the result)" : "";
+    const head = `<h3 class="mono">${esc(k.kernel)} <span class="meta">[${esc(k.config)}]${esc(where)}</span></h3>`;
+    if (k.error) return head + `<p class="bad">not compiled: ${esc(k.error)}</p>`;
+    const rows = k.rows.map(([label, a, b, changed]) => `<tr class="${changed ? "changed" : ""}"><td>${esc(label)}</td>` +
+      `<td class="num">${esc(a)}</td><td class="num">${esc(b)}</td><td>${changed ? "changed" : ""}</td></tr>`).join("");
+    return head + `<table class="compiled"><thead><tr><th></th><th>your code</th><th>the result</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
+  }).join("");
+  return `<h2>What the compiler made of it <span class="count">${esc(d.arch)}${esc(stage)}, ahead of time</span></h2>` + parts;
 }
 
 function earlier(runs: RunRow[]): string {
@@ -164,6 +191,9 @@ body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size
   background: var(--vscode-editor-background); padding: 0 16px 24px; }
 h1 { font-size: 1.4em; font-weight: 600; margin: 16px 0 4px; }
 h2 { font-size: 1.1em; font-weight: 600; margin: 20px 0 6px; }
+h3 { font-size: 1em; font-weight: 600; margin: 12px 0 4px; }
+table.compiled { width: auto; min-width: 50%; }
+tr.changed td { font-weight: 600; }
 .path, .meta, .count { color: var(--vscode-descriptionForeground); font-weight: normal; }
 .count { font-size: 0.9em; margin-left: 8px; }
 .mono { font-family: var(--vscode-editor-font-family); }

@@ -8,6 +8,7 @@ import {
   CloseAction, ErrorAction, LanguageClient, type LanguageClientOptions, RevealOutputChannelOn, type ServerOptions,
   State, type StaticFeature, TransportKind,
 } from "vscode-languageclient/node";
+import type { CompiledDoc, CompiledTarget } from "./compiled";
 import { serverEnv } from "./env";
 import { serverFailure, StderrTail } from "./errors";
 import { chooseInterpreter, type Interpreter } from "./interpreter";
@@ -33,8 +34,9 @@ export function serverOptions(python: string, env: NodeJS.ProcessEnv): ServerOpt
 
 /** What this extension adds to the client capabilities (the server reads them from
  * `experimental`): it has a results view (geak.showResults), says the end of each job itself,
- * and reads each job's status as numbers (geak/jobStatus). */
-export const EXPERIMENTAL = { geakShowResults: true, geakJobEnd: true, geakJobStatus: true };
+ * reads each job's status as numbers (geak/jobStatus), and has the compiled view
+ * (geak.showCompiled: the server then puts a code lens on each kernel). */
+export const EXPERIMENTAL = { geakShowResults: true, geakJobEnd: true, geakJobStatus: true, geakShowCompiled: true };
 
 function experimentalFeature(): StaticFeature {
   return {
@@ -132,7 +134,7 @@ export class GeakServer implements vscode.Disposable {
         },
       },
       initializationFailedHandler: () => false,
-      markdown: { isTrusted: { enabledCommands: ["geak.showResults"] } },
+      markdown: { isTrusted: { enabledCommands: ["geak.showResults", "geak.showCompiled"] } },
       initializationOptions: { geak: toServerSettings(vscode.workspace.getConfiguration("geak"), serverKeys) },
       synchronize: { configurationSection: "geak" },
       middleware: {
@@ -224,6 +226,18 @@ export class GeakServer implements vscode.Disposable {
       const message = e instanceof Error ? e.message : String(e);
       this.output.warn(`GEAK: geak.results failed: ${message}`);
       return { uri: target.uri, name: target.name, symbol: target.name, path: "", runs: [], error: message };
+    }
+  }
+
+  /** A target's compiled view, from the server (geak.compiledCode); undefined when it is not running. */
+  async compiled(target: CompiledTarget): Promise<CompiledDoc | { error: string } | undefined> {
+    if (!this.client || !this.running) return undefined;
+    try {
+      return await this.client.sendRequest("workspace/executeCommand", { command: "geak.compiledCode", arguments: [target] }) as CompiledDoc | { error: string };
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e);
+      this.output.warn(`GEAK: geak.compiledCode failed: ${message}`);
+      return { error: `GEAK: ${message}` };
     }
   }
 

@@ -88,8 +88,8 @@ describe("activation", () => {
     // reads their status.
     const caps: any = {};
     for (const f of (c as any).features) f.fillClientCapabilities(caps);
-    expect(caps.experimental).toEqual({ geakShowResults: true, geakJobEnd: true, geakJobStatus: true });
-    expect(c.options.markdown.isTrusted).toEqual({ enabledCommands: ["geak.showResults"] });
+    expect(caps.experimental).toEqual({ geakShowResults: true, geakJobEnd: true, geakJobStatus: true, geakShowCompiled: true });
+    expect(c.options.markdown.isTrusted).toEqual({ enabledCommands: ["geak.showResults", "geak.showCompiled"] });
     expect(c.options.revealOutputChannelOn).toBe(4);
     expect(mock.statusItems[0].text).toBe("$(rocket) GEAK: local · interpreter");
     expect(mock.statusItems[0].command).toBe("geak.showLog");

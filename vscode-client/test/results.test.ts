@@ -54,6 +54,24 @@ describe("the results page", () => {
     expect(html).toContain("spills 64 bytes per thread on sm_90");
   });
 
+  it("says in compiled terms what changed from your code to the offered result", () => {
+    const run: RunRow = { ...RUN, compiled: { arch: "sm_90", stage: "sass", kernels: [
+      { kernel: "add_relu_kernel", config: "BLOCK=256, warps=4, stages=3 -> BLOCK=1024, warps=4, stages=3", side: "both", error: null,
+        rows: [["registers", "16", "24", true], ["spills (bytes)", "0", "0", false],
+          ["global loads, vector", "0", "2", true], ["global loads, scalar", "2", "0", true]] },
+      { kernel: "<helper>", config: "warps=4", side: "original", error: "ptxas <died>", rows: [] },
+    ] } };
+    const html = resultsHtml({ ...RESULTS, runs: [run] });
+    expect(html).toContain("What the compiler made of it <span class=\"count\">sm_90 SASS, ahead of time</span>");
+    expect(html).toMatch(/<tr class="changed"><td>global loads, vector<\/td><td class="num">0<\/td><td class="num">2<\/td><td>changed<\/td><\/tr>/);
+    expect(html).toMatch(/<tr class=""><td>spills \(bytes\)<\/td>/);
+    expect(html).toContain("BLOCK=256, warps=4, stages=3 -&gt; BLOCK=1024");
+    expect(html).toContain("&lt;helper&gt;");
+    expect(html).toContain("(not launched by the result)");
+    expect(html).toContain("not compiled: ptxas &lt;died&gt;");
+    expect(resultsHtml(RESULTS)).not.toContain("What the compiler made of it");
+  });
+
   it("says so when nothing ran yet, or the server could not answer", () => {
     expect(resultsHtml({ ...RESULTS, runs: [] })).toContain("No GEAK run on <code>add_relu</code> yet");
     expect(resultsHtml({ ...RESULTS, runs: [], error: "not running" })).toContain("not running");

@@ -21,6 +21,7 @@ export class Uri {
     return m ? new Uri(m[1], m[2], m[3] ?? "") : new Uri("file", s);
   }
   static file(p: string) { return new Uri("file", p); }
+  static from(c: { scheme: string; path?: string; query?: string }) { return new Uri(c.scheme, c.path ?? "", c.query ?? ""); }
   get fsPath() { return this.path; }
   with(c: { scheme?: string; path?: string; query?: string }) {
     return new Uri(c.scheme ?? this.scheme, c.path ?? this.path, c.query ?? this.query);
@@ -36,6 +37,30 @@ export class Range {
 export class WorkspaceEdit {
   readonly replaces: Array<{ uri: Uri; range: Range; text: string }> = [];
   replace(uri: Uri, range: Range, text: string) { this.replaces.push({ uri, range, text }); }
+}
+
+export class ThemeColor { constructor(readonly id: string) {} }
+export enum TextEditorRevealType { Default = 0, InCenter = 1, InCenterIfOutsideViewport = 2, AtTop = 3 }
+
+/** Editors on screen (tests put them here) and the events the code listens to. */
+export const selectionEmitter = new EventEmitter<{ textEditor: unknown }>();
+export const saveEmitter = new EventEmitter<{ uri: Uri }>();
+export interface MockEditor {
+  document: { uri: Uri };
+  viewColumn?: number;
+  selection: { active: Position };
+  decorations: Map<unknown, unknown[]>;
+  revealed: Range[];
+  setDecorations(type: unknown, ranges: unknown[]): void;
+  revealRange(r: Range): void;
+}
+export function mockEditor(uri: Uri, line = 0): MockEditor {
+  const ed: MockEditor = {
+    document: { uri }, selection: { active: new Position(line, 0) }, decorations: new Map(), revealed: [],
+    setDecorations(type, ranges) { ed.decorations.set(type, ranges); },
+    revealRange(r) { ed.revealed.push(r); },
+  };
+  return ed;
 }
 
 export enum StatusBarAlignment { Left = 1, Right = 2 }
@@ -87,6 +112,9 @@ export const outputLines: string[] = [];
 
 export const window = {
   activeTextEditor: undefined as unknown,
+  visibleTextEditors: [] as MockEditor[],
+  onDidChangeTextEditorSelection: selectionEmitter.event,
+  createTextEditorDecorationType: vi.fn((options: unknown) => ({ options, dispose: vi.fn() })),
   createOutputChannel: vi.fn((_name: string) => {
     const line = (kind: string) => (m: string) => { outputLines.push(`${kind}: ${m}`); };
     return { info: line("info"), warn: line("warn"), error: line("error"), debug: line("debug"), trace: line("trace"),
@@ -137,6 +165,8 @@ export const workspace = {
   onDidChangeConfiguration: configEmitter.event,
   getWorkspaceFolder: vi.fn((_u: Uri) => workspace.workspaceFolders?.[0]),
   registerTextDocumentContentProvider: vi.fn(() => ({ dispose: vi.fn() })),
+  onDidSaveTextDocument: saveEmitter.event,
+  textDocuments: [] as Array<{ uri: Uri }>,
   openTextDocument: vi.fn(async (u: Uri) => {
     const d = documents.get(u.toString());
     if (!d) throw new Error(`no document ${u.toString()}`);
@@ -183,6 +213,8 @@ export function resetMock() {
   registeredCommands.clear();
   extensionsById.clear();
   window.activeTextEditor = undefined;
+  window.visibleTextEditors = [];
+  workspace.textDocuments = [];
   workspace.workspaceFolders = undefined;
   vi.clearAllMocks();
 }

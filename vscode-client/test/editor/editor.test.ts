@@ -31,6 +31,7 @@ const CHROMIUM = process.env.GEAK_CHROMIUM ?? "/usr/bin/chromium";
 const CODE_SERVER = path.join(HERE, "node_modules/.bin/code-server");
 const WRAPPER_BODY = 17; // `out = torch.empty_like(x)`, inside add_relu (1-based, as Ctrl+G takes it)
 const KERNEL_DEF = 7;
+const X_LOAD = 11; // `x = tl.load(x_ptr + offs, mask=mask)` in add_relu_kernel
 // A PyTorch function with inputs and no Triton: the compile strategy's case.
 const TORCH_FN = `import torch
 
@@ -491,6 +492,79 @@ describe("GEAK in a real VS Code (code-server + Chromium)", () => {
     expect(await page.locator(".refactor-preview, .bulk-edit-panel").count()).toBe(0);
     expect(await page.locator(".tabs-container .tab.dirty").count()).toBe(1);
     note("Apply GEAK result from the light bulb applied it");
+  }, 240000);
+
+  it("shows a kernel's compiled code beside it, follows the cursor both ways, and switches to gfx942", async () => {
+    onFailureShot("compiled");
+    await clearNotifications();
+    await page.locator(".tabs-container .tab", { hasText: "k.py" }).first().click();
+    const lens = activeEditor().locator(".codelens-decoration a", { hasText: "GEAK: compiled code" }).first();
+    await lens.waitFor({ timeout: 15000 });
+    await lens.click();
+    await page.locator(".tabs-container .tab", { hasText: "add_relu_kernel sm_90 SASS (k.py)" }).waitFor({ timeout: 90000 });
+    const groups = page.locator(".editor-group-container");
+    const source = groups.nth(0).locator(".monaco-editor").first();
+    const view = groups.nth(1).locator(".monaco-editor").first();
+    await waitFor("SASS in the view", async () => /# k\.py:11 {2}x = tl\.load\([\s\S]*\b(S2R|LDC|IMAD)\b/.test(
+      (await view.locator(".view-lines").innerText()).replace(/\u00a0/g, " ")) || undefined, 30000);
+    expect(await groups.count()).toBe(2); // beside the source, which kept the focus
+    note("the compiled view is open beside the source");
+    // What a line shows beside its text (the decoration's after-text is CSS content).
+    const marks = (ed: Locator) => ed.locator(".view-lines").evaluate((root) => [...root.querySelectorAll(".view-line")].map((line) => {
+      const style = (globalThis as unknown as { getComputedStyle(e: unknown, p: string): { content: string } }).getComputedStyle;
+      const after = [...line.querySelectorAll("span")].map((s) => style(s, "::after").content)
+        .filter((c) => c && c !== "none" && c !== "normal").join("");
+      return { text: (line.textContent ?? "").replace(/\u00a0/g, " "), after };
+    }).filter((l) => l.after.includes("instruction")));
+    const highlighted = () => view.locator(".view-overlays").evaluate((root) =>
+      [...root.querySelectorAll("div[class*='ced-']")].length);
+    // The cursor on a tl.load line of the source: its instructions are marked in the view.
+    await goto(X_LOAD, 9);
+    await waitFor("the view's lines marked", async () => (await highlighted()) > 0 || undefined, 10000);
+    const onLoad = await waitFor("the source line's count", async () => {
+      const m = await marks(source);
+      return m.length ? m : undefined;
+    }, 10000);
+    expect(onLoad[0].text).toContain("x = tl.load(");
+    expect(onLoad[0].after).toMatch(/\d+ SASS instructions? \(sm_90\)/);
+    await page.keyboard.press("Control+K");
+    await page.keyboard.press("Control+I");
+    const hover = page.locator(".monaco-hover").filter({ hasText: "compiled for" }).first();
+    await hover.waitFor({ timeout: 10000 });
+    expect(await hover.innerText()).toMatch(/line \d+ compiled for sm_90 \(sass\)[\s\S]*global load/);
+    await page.keyboard.press("Escape");
+    await page.waitForTimeout(600);
+    await shot("editor-9-compiled");
+    // The cursor on the store's lines in the view: its source line is marked.
+    await goto(X_LOAD + 2, 9); // the view scrolls to the store's first lines
+    await goto(1, 1);
+    await waitFor("no source line marked", async () => (await marks(source)).length === 0 || undefined, 10000);
+    const lines = view.locator(".view-line");
+    let seen: string[] = [];
+    const storeLine = await waitFor("the store's marker line in the view", async () => {
+      seen = (await lines.allTextContents()).map((t) => t.replace(/\u00a0/g, " "));
+      const i = seen.findIndex((t) => /# k\.py:13\s+tl\.store\(/.test(t));
+      return i >= 0 ? i : undefined;
+    }, 10000).catch((e) => { throw new Error(`${String(e)}; the view shows ${JSON.stringify(seen)}`); });
+    await lines.nth(storeLine).click();
+    const back = await waitFor("the store's source line marked", async () => {
+      const m = await marks(source);
+      return m.length ? m : undefined;
+    }, 10000);
+    expect(back[0].text).toContain("tl.store(");
+    note("the cursor is followed both ways");
+    // Another GPU from the view's title bar: AMDGCN for gfx942.
+    await groups.nth(1).locator(".editor-actions .action-label[aria-label^='Compile for GPU']").first().click();
+    await page.locator(".quick-input-widget input").fill("gfx942");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "gfx942" }).first().waitFor({ timeout: 5000 });
+    await page.keyboard.press("Enter");
+    await page.locator(".tabs-container .tab", { hasText: "add_relu_kernel gfx942 AMDGCN (k.py)" }).waitFor({ timeout: 90000 });
+    await waitFor("AMDGCN in the view", async () =>
+      /global_load/.test(await groups.nth(1).locator(".monaco-editor .view-lines").first().innerText()) || undefined, 30000);
+    note("gfx942 AMDGCN shown");
+    await page.locator(".tabs-container .tab", { hasText: "add_relu_kernel gfx942 AMDGCN (k.py)" }).click();
+    await command("View: Close All Editors in Group");
+    await waitFor("one editor group", async () => (await groups.count()) === 1 || undefined, 10000);
   }, 240000);
 
   it("a PyTorch function with no key set: PyTorch's compiler writes the Triton, previewed, then applied", async () => {

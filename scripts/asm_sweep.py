@@ -1,0 +1,145 @@
+"""The compiled view over a folder of tasks: does every kernel get a listing mapped to its source?
+
+    PYTHONPATH=<checkout> python scripts/asm_sweep.py DIR [--format auto|...] [--arch sm_90 --arch gfx942]
+                                 [--pattern GLOB] [--json OUT] [--device interpreter]
+
+For every task file of DIR (any format ``geak bench`` reads), the target is run once on its
+first input case (recording its launches) and each launched kernel is compiled ahead of time
+for each ``--arch`` with the default stage's listing (SASS for NVIDIA, AMDGCN for AMD), as the
+editor's compiled view and ``geak asm`` do. Then, per kernel that was launched, every source line
+of its body holding a ``tl.load`` / ``tl.store`` / ``tl.dot`` call must map to at least one
+instruction of the matching kind (the rule of ``tests/test_asm.py``: a load to a global,
+scalar-unit or asynchronous copy; a store to a global store; a dot to tensor-core, warpgroup or
+FMA instructions). Lines that map to nothing are listed (a branch on a constexpr that this
+launch does not take compiles to nothing; so does a load the compiler proves unused).
+
+Prints one line per task and arch and a summary; ``--json`` writes every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from pathlib import Path
+
+RULE = {"load": {"global_load", "uniform_load", "async_copy"}, "store": {"global_store"},
+        "dot": {"tensor_core", "fma", "warpgroup"}}
+
+
+def op_lines(text: str, kernels: set[str]) -> dict[int, set[str]]:
+    """Lines holding a ``tl.load`` / ``tl.store`` / ``tl.dot`` call inside the named functions."""
+    out: dict[int, set[str]] = {}
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, ast.FunctionDef) or fn.name not in kernels:
+            continue
+        for node in ast.walk(fn):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RULE
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl"):
+                out.setdefault(node.lineno, set()).add(node.func.attr)
+    return out
+
+
+def check(res, files: dict[str, str]) -> dict:
+    """One task's compile for one arch: kernels, listings, and the op lines without instructions."""
+    from agent import asm
+    launches = [k for k in res.resources if k.variant is None]
+    row = {"kernels": sorted({k.kernel for k in launches}), "configs": len(launches),
+           "not_compiled": [f"{k.kernel}: {k.error[:120]}" for k in launches if k.error],
+           "no_listing": sorted({k.kernel for k in launches if not k.error and not k.listing})}
+    kinds: dict[tuple[str, int], set[str]] = {}
+    for k in launches:
+        if k.error or not k.listing:
+            continue
+        for line in asm.kernel_doc(k, files)["lines"]:
+            if line["file"] in files and line["line"]:
+                kinds.setdefault((line["file"], line["line"]), set()).update(
+                    x for x in asm.KINDS if asm.count(line["summary"], x))
+    names = {k.kernel for k in launches if not k.error and k.listing}
+    ops, missing = 0, []
+    for rel, text in files.items():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            found = op_lines(text, names)
+        except SyntaxError:
+            continue
+        for n, want in found.items():
+            for op in want:
+                ops += 1
+                if not RULE[op] & kinds.get((rel, n), set()):
+                    src = text.splitlines()[n - 1].strip()
+                    missing.append(f"{rel}:{n} tl.{op}: {src[:90]}")
+    row.update(op_lines=ops, mapped=ops - len(missing), unmapped=missing)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--format", default="auto")
+    ap.add_argument("--pattern")
+    ap.add_argument("--arch", action="append", dest="archs")
+    ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--device", default="interpreter")
+    args = ap.parse_args(argv)
+    archs = args.archs or ["sm_90", "gfx942"]
+    from agent.bench.tasks import SuiteError, load_suite
+    from runner.local import LocalRunner
+    from runner.schema import EvalOptions
+    try:
+        tasks, _ = load_suite(Path(args.dir), args.format, args.pattern)
+    except SuiteError as e:
+        print(f"asm_sweep: {e}", file=sys.stderr)
+        return 2
+    rows = []
+    t0 = time.monotonic()
+    with LocalRunner(workers=args.workers, device=args.device) as runner:
+        for task in tasks:
+            for arch in archs:
+                row = {"task": task.name, "arch": arch}
+                rows.append(row)
+                if task.error:
+                    row["status"] = f"not a task here: {task.error[:160]}"
+                    continue
+                req = task.request(EvalOptions(trials=1, timing=False, aot_arch=arch, aot_stage="default", cases=[0]))
+                t1 = time.monotonic()
+                res = runner.evaluate(req)
+                row["seconds"] = round(time.monotonic() - t1, 1)
+                row["status"] = res.status
+                if not res.ran:
+                    row["why"] = res.message[:200]
+                else:
+                    row.update(check(res, req.files))
+                print(f"{task.name:40s} {arch:7s} {row['status']:14s} kernels {len(row.get('kernels', [])):2d} "
+                      f"op lines {row.get('mapped', 0)}/{row.get('op_lines', 0)}"
+                      + (f"  unmapped: {'; '.join(row['unmapped'])[:200]}" if row.get("unmapped") else "")
+                      + (f"  not compiled: {row['not_compiled'][0]}" if row.get("not_compiled") else ""),
+                      file=sys.stderr, flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps({"rows": rows}, indent=1))
+    summary = {}
+    for arch in archs:
+        mine = [r for r in rows if r["arch"] == arch]
+        ran = [r for r in mine if "kernels" in r]
+        listed = [r for r in ran if r["kernels"] and not r["not_compiled"] and not r["no_listing"]]
+        summary[arch] = {"tasks": len(mine), "ran": len(ran), "launched_a_kernel": sum(1 for r in ran if r["kernels"]),
+                         "every_kernel_listed": len(listed),
+                         "op_lines": sum(r["op_lines"] for r in ran), "op_lines_mapped": sum(r["mapped"] for r in ran),
+                         "tasks_fully_mapped": sum(1 for r in listed if not r["unmapped"])}
+        s = summary[arch]
+        print(f"{arch}: {s['ran']} of {s['tasks']} ran; {s['launched_a_kernel']} launched a kernel, "
+              f"{s['every_kernel_listed']} with every kernel compiled and listed; tl.load/store/dot lines mapped "
+              f"{s['op_lines_mapped']} of {s['op_lines']} ({s['tasks_fully_mapped']} tasks with all mapped)",
+              file=sys.stderr)
+    summary["seconds"] = round(time.monotonic() - t0, 1)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
