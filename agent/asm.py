@@ -511,4 +511,28 @@ def compiled_difference(original: list, candidate: list) -> Optional[dict]:
             fmt = (lambda v: "-" if v is None else f"{v:.0f}") if key == "occupancy_pct" else \
                 (lambda v: "-" if v is None else str(v))
             entry["rows"].append([label, fmt(a), fmt(b), a != b])
-    return {"arch": arch, "stage": stage, "kernels": kernels}
+    return {"arch": arch, "stage": stage, "kernels": _distinct(kernels, pairs(original, candidate))}
+
+
+def _distinct(kernels: list[dict], launched: list[tuple]) -> list[dict]:
+    """One entry per different compile: launches that compiled to the same figures once; those
+    that share a kernel and config but not their figures (another dtype, or an argument Triton
+    specialised differently: divisible by 16, equal to 1) told apart by their argument types or
+    their place."""
+    import json
+    seen, out = set(), []
+    for entry, (o, c) in zip(kernels, launched):
+        key = json.dumps([entry[k] for k in ("kernel", "config", "side", "error", "rows")])
+        if key not in seen:
+            seen.add(key)
+            out.append((entry, (c or o).arg_types))
+    groups: dict[tuple, list] = {}
+    for entry, types in out:
+        groups.setdefault((entry["kernel"], entry["config"]), []).append((entry, types))
+    for same in groups.values():
+        if len(same) < 2:
+            continue
+        by_types = len({types for _, types in same}) == len(same)
+        for i, (entry, types) in enumerate(same):
+            entry["config"] += f"; {types}" if by_types else f"; launch {i + 1} of {len(same)}, specialised differently"
+    return [entry for entry, _ in out]

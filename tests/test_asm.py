@@ -275,3 +275,19 @@ def test_a_report_without_a_listing_says_so():
                         shared_bytes=0, occupancy_pct=100.0)
     text = render_listing([k], {})
     assert text.splitlines()[0].startswith("== k  sm_90") and "no listing came back" in text
+
+
+def test_the_compiled_difference_shows_each_different_compile_once():
+    """Launches that compile to the same figures are one entry; two that share a config but not
+    their figures are told apart (here by their argument types)."""
+    def res(types, regs):
+        return KernelResources(kernel="k", arch="sm_90", num_warps=4, num_stages=3, constexprs={"BLOCK": "256"},
+                               arg_types=types, registers=regs, spill_bytes=0, shared_bytes=0)
+    d = asm.compiled_difference([res("*fp32, i32", 16), res("*fp32, i32", 16), res("*fp16, i32", 20)],
+                                [res("*fp32, i32", 18), res("*fp32, i32", 18), res("*fp16, i32", 20)])
+    assert [k["config"] for k in d["kernels"]] == ["BLOCK=256, warps=4, stages=3; *fp32, i32",
+                                                   "BLOCK=256, warps=4, stages=3; *fp16, i32"]
+    assert d["kernels"][0]["rows"][0] == ["registers", "16", "18", True]
+    same = asm.compiled_difference([res("*fp32, i32", 16), res("*fp32, i32", 12)], [res("*fp32, i32", 16)] * 2)
+    assert [k["config"].split("; ")[1] for k in same["kernels"]] == ["launch 1 of 2, specialised differently",
+                                                                    "launch 2 of 2, specialised differently"]

@@ -410,11 +410,13 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
         assert run["result_hash"] == res["source_hash"], "the applied result is the code now"
         # What changed in compiled terms (the results view's section): the block size, for sm_90.
         comp = run["compiled"]
-        assert (comp["arch"], comp["stage"]) == ("sm_90", "sass") and len(comp["kernels"]) == 1
-        k = comp["kernels"][0]
-        assert (k["kernel"], k["side"], k["error"]) == ("add_relu_kernel", "both", None)
-        assert k["config"].startswith("BLOCK=256") and "-> BLOCK=512" in k["config"], k["config"]
-        assert {r[0] for r in k["rows"]} >= {"registers", "spills (bytes)", "instructions", "global loads, scalar"}
+        assert (comp["arch"], comp["stage"]) == ("sm_90", "sass") and comp["kernels"]
+        for k in comp["kernels"]:  # n=300 and n=2048 may specialise differently (2048 divides by 16)
+            assert (k["kernel"], k["side"], k["error"]) == ("add_relu_kernel", "both", None)
+            assert k["config"].startswith("BLOCK=256") and "-> BLOCK=512" in k["config"], k["config"]
+            labels = {r[0] for r in k["rows"]}
+            assert labels >= {"registers", "spills (bytes)", "instructions"} and any("global loads" in x for x in labels)
+        assert len({k["config"] for k in comp["kernels"]}) == len(comp["kernels"])
         # The job's status, as numbers: running through its stages, then done; two candidates,
         # one verified; no speedup, since nothing is timed on the CPU.
         mine = [s for s in ed.job_statuses if s["job"] == started["job"]]
