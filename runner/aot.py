@@ -366,8 +366,25 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str,
 # every worker, forked with torch and triton already imported (``compile_tree``).
 
 
-def _jsonable(v: Any) -> bool:
-    return v is None or isinstance(v, (bool, int, float, str))
+def constexprs_to_wire(constexprs: tuple) -> Optional[list]:
+    """A launch's constexprs as JSON for the compile worker: plain values as they are, a Triton
+    dtype (``OUT_DTYPE=tl.float16``) as ``{"tl.dtype": "fp16"}``; None when one cannot be sent."""
+    out = []
+    for name, v in constexprs:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            out.append([name, v])
+        elif type(v).__name__ == "dtype" and isinstance(getattr(v, "name", None), str):
+            out.append([name, {"tl.dtype": v.name}])
+        else:
+            return None
+    return out
+
+
+def constexprs_from_wire(wire: list) -> tuple:
+    """``constexprs_to_wire``'s list as a launch's constexprs again (in the compile worker)."""
+    import triton.language as tl
+    return tuple((name, tl.dtype(v["tl.dtype"]) if isinstance(v, dict) and "tl.dtype" in v else v)
+                 for name, v in wire)
 
 
 def compile_request(files: dict[str, str], jobs: list[dict]) -> dict:
@@ -401,7 +418,7 @@ def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: in
             obj = getattr(importlib.import_module(name), j["kernel"])
             while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
                 obj = obj.fn  # through @triton.autotune / @triton.heuristics
-            sig = LaunchSignature(tuple(map(tuple, j["signature"])), tuple(map(tuple, j["constexprs"])),
+            sig = LaunchSignature(tuple(map(tuple, j["signature"])), constexprs_from_wire(j["constexprs"]),
                                   tuple(j["divisible"]), tuple(map(tuple, j["options"])),
                                   tuple(j.get("specialized", ())))
             stage = j.get("stage")

@@ -231,7 +231,7 @@ class CandidateSide(Side):
     def aot_reports(self, arch: str) -> tuple[list, Optional[dict]]:
         """The compile reports made here, and the compiles this process cannot make (under the
         interpreter; ``runner.aot.compile_request``) for the pool's compile worker."""
-        from .aot import ARCHS, _jsonable, compile_for, compile_request, default_stage, share_listings, with_config
+        from .aot import ARCHS, compile_for, compile_request, constexprs_to_wire, default_stage, share_listings, with_config
         from .schema import KernelResources, to_dict
         if arch == "device":
             arch = self.device.arch or ""
@@ -273,13 +273,14 @@ class CandidateSide(Side):
                     rel = Path(file).resolve().relative_to(root.resolve()).as_posix()
                 except ValueError:
                     continue  # a kernel from an installed package, not the candidate's
-                if not all(_jsonable(v) for _, v in sig.constexprs):
+                wire = constexprs_to_wire(sig.constexprs)
+                if wire is None:
                     out.append(KernelResources(kernel=name, arch=arch, num_warps=0, num_stages=0, fits=False,
                                                error="a constexpr value cannot be passed to the compiler process",
                                                variant=variant))
                     continue
                 jobs.append({"rel": rel, "kernel": name, "signature": sig.signature,
-                             "constexprs": sig.constexprs, "divisible": sig.divisible,
+                             "constexprs": wire, "divisible": sig.divisible,
                              "options": sig.options, "specialized": sig.specialized, "arch": arch,
                              "variant": variant, "stage": stage if variant is None else None})
             files = {**self.trees.files, **self.trees.candidate_files}

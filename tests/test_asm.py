@@ -291,3 +291,14 @@ def test_the_compiled_difference_shows_each_different_compile_once():
     same = asm.compiled_difference([res("*fp32, i32", 16), res("*fp32, i32", 12)], [res("*fp32, i32", 16)] * 2)
     assert [k["config"].split("; ")[1] for k in same["kernels"]] == ["launch 1 of 2, specialised differently",
                                                                     "launch 2 of 2, specialised differently"]
+
+
+def test_a_dtype_constexpr_reaches_the_compiler(warm_runner):
+    """Under the interpreter the compile runs in the pool's compile worker: a constexpr that is a
+    Triton dtype crosses to it (it was "a constexpr value cannot be passed to the compiler process")."""
+    req, res, rel = listed(warm_runner, "tests/compiled_pair/cast_to.py::cast_to", "sm_90")
+    k = res.resources[0]
+    assert k.error is None and k.constexprs["OUT_DTYPE"].endswith("float16") and k.listing, k.error
+    lines = asm.kernel_doc(k, req.files)["lines"]
+    store = next(x for x in lines if x["source"] and x["source"].startswith("tl.store("))
+    assert asm.count(store["summary"], "global_store") > 0
