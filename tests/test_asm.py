@@ -18,13 +18,10 @@ from runner.source import build_request
 
 PAIR = ROOT / "tests" / "compiled_pair"
 
-# A representative half of the suite (the whole of it takes about twice as long): elementwise,
-# broadcast, row and column reductions, an atomic, a scan, norms with two outputs, a gather,
-# quantisation, softmax, a transpose and the three tasks built on tl.dot.
-SUITE = ["gelu", "leaky_relu_bias", "broadcast_add", "row_sum", "col_sum", "argmax", "cumsum",
-         "mse_loss", "softmax", "add_rmsnorm", "embedding", "int8_dequant", "transpose",
-         "matmul_bias_relu", "bmm", "attention"]
-
+# Every task of the suite: elementwise, broadcast, row and column reductions, an atomic, a scan,
+# norms with two outputs, a gather, quantisation, softmax, a transpose and the tasks built on
+# tl.dot (scripts/asm_sweep.py does the same over any folder, TritonBench-G's included).
+SUITE = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py"))
 # What each tl op must compile to on its own source line. tl.load: a global load (AMD: through
 # the vector memory, or s_load through the scalar unit where the address is the same for the
 # whole wavefront, as embedding's token id) or an asynchronous copy into shared memory
