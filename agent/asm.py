@@ -536,3 +536,32 @@ def _distinct(kernels: list[dict], launched: list[tuple]) -> list[dict]:
         for i, (entry, types) in enumerate(same):
             entry["config"] += f"; {types}" if by_types else f"; launch {i + 1} of {len(same)}, specialised differently"
     return [entry for entry, _ in out]
+
+
+def statement_spans(source: str) -> list[tuple[int, int]]:
+    """The 1-based first and last lines of each statement of ``source`` that spans several lines
+    (a compound statement: its header, up to its body): the compiler gives an instruction the
+    line of one part of such a statement (``tl.load(`` on one line, its mask on the next holds
+    the load), so a view treats its lines as one. Empty when ``source`` does not parse."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            last = max(node.lineno, body[0].lineno - 1)  # a header: def, for, if, while, with
+        else:
+            last = node.end_lineno
+        if last > node.lineno:
+            out.append((node.lineno, last))
+    return sorted(out)
+
+
+def statement_of(spans: list[tuple[int, int]]) -> dict[int, int]:
+    """Line -> the first line of the multi-line statement holding it (lines of ``statement_spans``)."""
+    return {ln: start for start, end in spans for ln in range(start, end + 1)}

@@ -52,17 +52,25 @@ class Listing:
     text: str
     lines: list[int]
     """Per line of ``text``: the 0-based line of the document it came from, or -1."""
+    spans: list[list[int]]
+    """The document's statements over several lines, 0-based ``[first, last]``: the cursor on
+    any of their lines stands for all of them (the compiler puts a ``tl.load(`` whose mask is on
+    the next line on that line)."""
     kernels: list[str]
     error: Optional[str] = None
     per_line: dict[int, list[tuple[str, dict]]] = field(default_factory=dict)
-    """0-based document line -> per launch config (its config text, the summary of the
-    instructions that line compiled to)."""
+    """0-based first line of a statement -> per launch config (its config text, the summary of
+    the instructions that statement compiled to)."""
+
+    def statement(self, line: int) -> int:
+        """The first line of the statement holding ``line`` (0-based)."""
+        return next((a for a, b in self.spans if a <= line <= b), line)
 
     def as_dict(self) -> dict:
         from runner.aot import ARCHS, STAGES
         backend = ARCHS[self.arch].backend if self.arch in ARCHS else None
         return {"uri": self.uri, "name": self.name, "symbol": self.symbol, "path": self.path, "arch": self.arch,
-                "stage": self.stage, "text": self.text, "lines": self.lines, "kernels": self.kernels,
+                "stage": self.stage, "text": self.text, "lines": self.lines, "spans": self.spans, "kernels": self.kernels,
                 "error": self.error, "archs": list(ARCHS), "stages": list(STAGES[backend]) if backend else []}
 
 
@@ -78,7 +86,7 @@ def default_arch(configured: Optional[str], interpreted: bool) -> str:
 def build_listing(req: Request, symbol: str, rel: str, files: dict[str, str], resources: list,
                   ran: bool, message: str, arch: str) -> Listing:
     """The document for a target from its compile reports (``EvalResult.resources``)."""
-    from agent.asm import blocks, source_path, summarize
+    from agent.asm import blocks, source_path, statement_of, statement_spans, summarize
     from agent.render import listing_lines
     from runner.aot import ARCHS, default_stage
     launches = [r for r in resources if r.variant is None]
@@ -93,10 +101,12 @@ def build_listing(req: Request, symbol: str, rel: str, files: dict[str, str], re
     if not mine:
         why = ("the target launched no Triton kernel" if ran else f"the target did not run: {message}")
         return Listing(req.uri, req.name, symbol, rel, shown_arch, stage, "\n".join(head + [f"nothing to show: {why}"]),
-                       [-1] * (len(head) + 1), [], error=f"nothing to show: {why}")
+                       [-1] * (len(head) + 1), [], [], error=f"nothing to show: {why}")
     body = listing_lines(mine, files)
     text = head + [line for line, _ in body]
     lines = [-1] * len(head) + [w[1] - 1 if w is not None and w[0] == rel else -1 for _, w in body]
+    spans = statement_spans(files.get(rel, ""))
+    first = statement_of(spans)
     per_line: dict[int, list[tuple[str, dict]]] = {}
     for r in mine:
         if r.error or not r.listing:
@@ -105,15 +115,15 @@ def build_listing(req: Request, symbol: str, rel: str, files: dict[str, str], re
         acc: dict[int, list[str]] = {}
         for b in blocks(r.listing, st):
             if b.line and source_path(b.file, files) == rel:
-                acc.setdefault(b.line - 1, []).extend(b.instructions)
+                acc.setdefault(first.get(b.line, b.line) - 1, []).extend(b.instructions)
         cfg = (", ".join(f"{n}={v}" for n, v in r.constexprs.items() if v != "None")
                + f", warps={r.num_warps}, stages={r.num_stages}").lstrip(", ")
         for line, instrs in acc.items():
             per_line.setdefault(line, []).append((f"{r.kernel} [{cfg}]", summarize(instrs, st)))
     errors = [r.error for r in mine if r.error]
     return Listing(req.uri, req.name, symbol, rel, shown_arch, stage, "\n".join(text), lines,
-                   sorted({r.kernel for r in mine}), error=errors[0] if errors and len(errors) == len(mine) else None,
-                   per_line=per_line)
+                   [[a - 1, b - 1] for a, b in spans], sorted({r.kernel for r in mine}),
+                   error=errors[0] if errors and len(errors) == len(mine) else None, per_line=per_line)
 
 
 class CompiledViews:
@@ -172,7 +182,7 @@ class CompiledViews:
         with self.lock:
             entries = [v for k, v in reversed(self.cache.items()) if k[0] == uri and k[1] == digest]
         for listing in entries:
-            hit = listing.per_line.get(line)
+            hit = listing.per_line.get(listing.statement(line))
             if hit:
                 return listing, hit
         return None
@@ -187,7 +197,10 @@ def hover_text(listing: Listing, line: int, per_config: list[tuple[str, dict]], 
     rows = [f"{cfg}: {describe(summary)}" for cfg, summary in per_config[:4]]
     more = f"\n\n(and {len(per_config) - 4} more launch configs)" if len(per_config) > 4 else ""
     link = f"\n\n[Show compiled code]({show_link})" if show_link else ""
-    return (f"**GEAK** line {line + 1} compiled for **{listing.arch}** ({listing.stage}):\n\n```text\n"
+    first = listing.statement(line)
+    end = next((b for a, b in listing.spans if a == first), first)
+    where = f"line {line + 1}" if first == end else f"lines {first + 1}-{end + 1}"
+    return (f"**GEAK** {where} compiled for **{listing.arch}** ({listing.stage}):\n\n```text\n"
             + "\n".join(rows) + "\n```" + more + link)
 
 

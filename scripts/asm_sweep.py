@@ -10,8 +10,11 @@ editor's compiled view and ``geak asm`` do. Then, per kernel that was launched, 
 of its body holding a ``tl.load`` / ``tl.store`` / ``tl.dot`` call must map to at least one
 instruction of the matching kind (the rule of ``tests/test_asm.py``: a load to a global,
 scalar-unit or asynchronous copy; a store to a global store; a dot to tensor-core, warpgroup or
-FMA instructions). Lines that map to nothing are listed (a branch on a constexpr that this
-launch does not take compiles to nothing; so does a load the compiler proves unused).
+FMA instructions). A call written over several lines counts as mapped when any line of its
+statement is (the compiler gives a ``tl.load(`` the line its mask is on), as the editor's view
+takes the cursor on any of those lines. Lines that map to nothing are listed (a branch on a
+constexpr that this launch does not take compiles to nothing; so does a load the compiler
+proves unused, or one it merged with its neighbour's).
 
 Prints one line per task and arch and a summary; ``--json`` writes every row.
 """
@@ -45,6 +48,7 @@ def op_lines(text: str, kernels: set[str]) -> dict[int, set[str]]:
 def check(res, files: dict[str, str]) -> dict:
     """One task's compile for one arch: kernels, listings, and the op lines without instructions."""
     from agent import asm
+    first_of = {rel: asm.statement_of(asm.statement_spans(text)) for rel, text in files.items() if rel.endswith(".py")}
     launches = [k for k in res.resources if k.variant is None]
     row = {"kernels": sorted({k.kernel for k in launches}), "configs": len(launches),
            "not_compiled": [f"{k.kernel}: {k.error[:120]}" for k in launches if k.error],
@@ -55,7 +59,8 @@ def check(res, files: dict[str, str]) -> dict:
             continue
         for line in asm.kernel_doc(k, files)["lines"]:
             if line["file"] in files and line["line"]:
-                kinds.setdefault((line["file"], line["line"]), set()).update(
+                start = first_of.get(line["file"], {}).get(line["line"], line["line"])
+                kinds.setdefault((line["file"], start), set()).update(
                     x for x in asm.KINDS if asm.count(line["summary"], x))
     names = {k.kernel for k in launches if not k.error and k.listing}
     ops, missing = 0, []
@@ -69,7 +74,7 @@ def check(res, files: dict[str, str]) -> dict:
         for n, want in found.items():
             for op in want:
                 ops += 1
-                if not RULE[op] & kinds.get((rel, n), set()):
+                if not RULE[op] & kinds.get((rel, first_of[rel].get(n, n)), set()):
                     src = text.splitlines()[n - 1].strip()
                     missing.append(f"{rel}:{n} tl.{op}: {src[:90]}")
     row.update(op_lines=ops, mapped=ops - len(missing), unmapped=missing)

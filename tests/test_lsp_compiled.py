@@ -24,6 +24,21 @@ STORE = next(i for i, s in enumerate(SRC) if "tl.store(" in s)
 NO_WRAPPER = ADD_RELU + '''
 
 @triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(
+        x_ptr + offs,
+        mask=offs < n,
+    )
+    tl.store(out_ptr + offs, x * 2.0, mask=offs < n)
+
+
+def scale(x, y):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+    return out
+
+@triton.jit
 def lonely_kernel(x_ptr, BLOCK: tl.constexpr):
     tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
 '''
@@ -39,9 +54,11 @@ def has(lines: list[str], op: str) -> bool:
 
 
 def following(doc: dict, source_line: int) -> list[str]:
-    """What the view highlights for the cursor on ``source_line``: the listing's lines mapped to it."""
+    """What the view highlights for the cursor on ``source_line``: the listing's lines mapped to
+    it, or to any line of the statement it is part of."""
+    a, b = next(((a, b) for a, b in doc["spans"] if a <= source_line <= b), (source_line, source_line))
     text = doc["text"].splitlines()
-    return [text[i] for i, src in enumerate(doc["lines"]) if src == source_line]
+    return [text[i] for i, src in enumerate(doc["lines"]) if a <= src <= b]
 
 
 @pytest.fixture
@@ -59,6 +76,8 @@ async def test_the_compiled_view_maps_sass_ptx_and_amdgcn_to_source_lines_and_ba
             text_document=t.TextDocumentIdentifier(uri=uri)))
         assert [(lens.range.start.line, lens.command.command, lens.command.arguments[0]["name"]) for lens in lenses] == [
             (KERNEL_DEF, "geak.showCompiled", "add_relu_kernel"),
+            (NO_WRAPPER.splitlines().index("def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):"), "geak.showCompiled",
+             "scale_kernel"),
             (NO_WRAPPER.splitlines().index("def lonely_kernel(x_ptr, BLOCK: tl.constexpr):"), "geak.showCompiled",
              "lonely_kernel")]
         assert lenses[0].command.title == "GEAK: compiled code"
@@ -96,6 +115,16 @@ async def test_the_compiled_view_maps_sass_ptx_and_amdgcn_to_source_lines_and_ba
         t0 = time.monotonic()
         again = await ed.execute(compiled(uri, "add_relu_kernel"))
         assert again == sass and time.monotonic() - t0 < 1.0
+
+        # A load written over several lines: the cursor on any of them finds its instructions
+        # (Triton gives the load the line of its mask, not of `tl.load(`).
+        lines = NO_WRAPPER.splitlines()
+        call = lines.index("    x = tl.load(")
+        multi = await ed.execute(compiled(uri, "scale_kernel"))
+        assert [call, call + 3] in multi["spans"]
+        for line in range(call, call + 4):
+            assert has(following(multi, line), "LDG"), (line, following(multi, line))
+        assert "global load" in await ed.hover(uri, call) and "lines" in await ed.hover(uri, call + 2)
 
         # What cannot be shown is said in the user's terms; a malformed argument is an error.
         lonely = await ed.execute(compiled(uri, "lonely_kernel"))

@@ -19,7 +19,9 @@ export interface CompiledTarget {
   stage?: string;
 }
 
-/** geak.compiledCode's answer. `lines[i]`: the 0-based source line of the listing's line i, or -1. */
+/** geak.compiledCode's answer. `lines[i]`: the 0-based source line of the listing's line i, or -1;
+ * `spans`: statements over several source lines, [first, last] (a cursor on any of their lines
+ * stands for all of them: the compiler may give a `tl.load(` the line its mask is on). */
 export interface CompiledDoc {
   uri: string;
   name: string;
@@ -29,6 +31,7 @@ export interface CompiledDoc {
   stage: string;
   text: string;
   lines: number[];
+  spans?: Array<[number, number]>;
   kernels: string[];
   error?: string | null;
   archs: string[];
@@ -55,10 +58,16 @@ export function targetOf(view: vscode.Uri): CompiledTarget | undefined {
   }
 }
 
-/** The listing's lines that came from a source line. */
+/** The source lines of the statement holding a line: [first, last]. */
+export function statementOf(doc: CompiledDoc, sourceLine: number): [number, number] {
+  return (doc.spans ?? []).find(([a, b]) => a <= sourceLine && sourceLine <= b) ?? [sourceLine, sourceLine];
+}
+
+/** The listing's lines that came from a source line (from any line of its statement). */
 export function listingLinesFor(doc: CompiledDoc, sourceLine: number): number[] {
+  const [a, b] = statementOf(doc, sourceLine);
   const out: number[] = [];
-  doc.lines.forEach((src, i) => { if (src === sourceLine) out.push(i); });
+  doc.lines.forEach((src, i) => { if (src >= a && src <= b) out.push(i); });
   return out;
 }
 
@@ -188,7 +197,9 @@ export class CompiledViews implements vscode.TextDocumentContentProvider, vscode
       editor.setDecorations(this.listingMark, listing.map((i) => new vscode.Range(i, 0, i, 0)));
       for (const ed of vscode.window.visibleTextEditors.filter((e) => e.document.uri.toString() === doc.uri)) {
         this.markSource(ed, doc, src, listing);
-        if (src !== undefined) ed.revealRange(new vscode.Range(src, 0, src, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+        if (src === undefined) continue;
+        const [first, last] = statementOf(doc, src);
+        ed.revealRange(new vscode.Range(first, 0, last, 0), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
       }
       return;
     }
@@ -209,8 +220,9 @@ export class CompiledViews implements vscode.TextDocumentContentProvider, vscode
       return;
     }
     const n = instructionCount(doc, listing);
+    const [first, last] = statementOf(doc, src);
     editor.setDecorations(this.sourceMark, [{
-      range: new vscode.Range(src, 0, src, 0),
+      range: new vscode.Range(first, 0, last, 0),
       renderOptions: { after: { contentText: `  ◀ ${n} ${STAGE_NAMES[doc.stage] ?? doc.stage} instruction${n === 1 ? "" : "s"} (${doc.arch})`,
         color: new vscode.ThemeColor("editorCodeLens.foreground"), fontStyle: "italic" } },
     }]);

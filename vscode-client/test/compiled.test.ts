@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import * as vscode from "vscode";
-import { COMPILED_SCHEME, type CompiledDoc, CompiledViews, instructionCount, listingLinesFor, sourceLineFor, targetOf, viewUri } from "../src/compiled";
+import { COMPILED_SCHEME, type CompiledDoc, CompiledViews, instructionCount, listingLinesFor, sourceLineFor, statementOf, targetOf, viewUri } from "../src/compiled";
 
 const mock = vscode as unknown as typeof import("./vscode.mock");
 const SRC = "file:///proj/k.py";
@@ -30,6 +30,15 @@ describe("the compiled view", () => {
     expect(sourceLineFor(d, 4)).toBe(11);
     expect(sourceLineFor(d, 0)).toBeUndefined();
     expect(instructionCount(d, listingLinesFor(d, 11))).toBe(2);
+  });
+
+  it("treats a statement over several lines as one: the cursor on any of them finds its instructions", () => {
+    // `x = tl.load(` on source line 11, its mask on line 12: the compiler gave the load line 12.
+    const d = doc({ spans: [[11, 12]] });
+    expect(statementOf(d, 12)).toEqual([11, 12]);
+    expect(statementOf(d, 13)).toEqual([13, 13]);
+    expect(listingLinesFor(d, 11)).toEqual([3, 4, 5, 6, 7]);
+    expect(listingLinesFor(d, 12)).toEqual([3, 4, 5, 6, 7]);
   });
 
   it("names the view after the kernel, GPU and stage, and keeps what to ask for in its URI", () => {
