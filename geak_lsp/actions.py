@@ -169,3 +169,32 @@ def scaffold_inputs(doc: DocumentTargets, target: Target, uri: str) -> Optional[
         top = t.Position(line=0, character=0)
         edits.insert(0, t.TextEdit(range=t.Range(start=top, end=top), new_text="import torch\n"))
     return t.WorkspaceEdit(changes={uri: edits})
+
+
+def apply_pending(pending, uri: str, doc, found: DocumentTargets, caps, log) -> Optional[t.CodeAction]:
+    """"Apply GEAK result" for a result kept while the target is unchanged (``pending``:
+    ``finish.Pending``); None when there is none or it no longer fits."""
+    from .edits import MergeError, merge, workspace_edit
+    if pending is None or found.syntax_error:
+        return None
+    cur = found.by_name(pending.job.name)
+    if cur is None or found.source_hash(cur) != pending.start_hash:
+        return None
+    try:
+        m = merge(doc.source, pending.source)
+    except MergeError as e:
+        log(f"GEAK: the pending result no longer merges: {e}")
+        return None
+    # Choosing the action is the confirmation (VS Code would open its refactor preview with
+    # the edit unchecked for an annotation that needs confirmation).
+    return t.CodeAction(title=pending.title, kind=KIND_GEAK, is_preferred=True,
+                        edit=workspace_edit(uri, doc.version, doc.source, m, pending.title, None, caps, confirm=False))
+
+
+def show_results(uri: str, target: Target, diagnostics: list) -> t.CodeAction:
+    """"Show GEAK results" on a target that has runs (for a client with geak.showResults)."""
+    mine = [d for d in diagnostics if d.source == "geak"]
+    return t.CodeAction(title=f"Show GEAK results for {target.name}", kind=t.CodeActionKind.QuickFix,
+                        diagnostics=mine or None,
+                        command=t.Command(title="Show GEAK results", command="geak.showResults",
+                                          arguments=[{"uri": uri, "name": target.name}]))

@@ -239,3 +239,33 @@ def parse_request(arg) -> Request:
             raise ValueError(f"no compile stage {stage!r}" + (f" for {arch}" if arch else "")
                              + f": one of {', '.join(known)}")
     return Request(arg["uri"], arg["name"], arch, stage)
+
+
+def target_to_compile(req: Request, found: DocumentTargets) -> Target:
+    """The document's target the request names, or why it has no compiled view."""
+    from .errors import UserFacing
+    if found.syntax_error:
+        raise UserFacing(f"GEAK: the file does not parse ({found.syntax_error}); nothing was compiled")
+    target = found.by_name(req.name)
+    if target is None:
+        raise UserFacing(f"GEAK: no kernel, wrapper, PyTorch function or module named '{req.name}' in this file")
+    if target.kind == "kernel" and not target.wrappers:
+        raise UserFacing(f"GEAK: no function in this file launches {req.name}[grid](...), so its launches "
+                         "(constexprs, signature) are not known; write a wrapper that does")
+    return target
+
+
+def compile_listing(projects, settings, req: Request, target: Target, text: str, open_documents) -> Listing:
+    """Record the target's launches on its input cases and compile them for ``req.arch``
+    (resolved by the caller), on the editor's runner (``projects.runner_for``)."""
+    from .errors import UserFacing
+    root, rel = projects.project(req.uri)
+    opts = projects.options(root, settings)
+    opts.trials, opts.timing = 1, False
+    opts.aot_arch, opts.aot_stage = req.arch, req.stage or "default"
+    built = projects.request(req.uri, target.evaluated, text, opts, open_documents)
+    result = projects.runner_for(settings).evaluate(built)
+    if result.error is not None and result.error.kind == "runner_unavailable":
+        raise UserFacing(f"GEAK: cannot run: {result.error.message}")
+    return build_listing(req, target.evaluated, rel, built.files, result.resources, result.ran, result.message,
+                         req.arch)

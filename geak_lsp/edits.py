@@ -159,3 +159,36 @@ def describe(m: Merge) -> str:
 
 def first_changed_line(m: Merge) -> Optional[int]:
     return m.edits[0].start if m.edits else None
+
+
+ANNOTATION = "geak-result"
+
+
+def workspace_edit(uri: str, version: Optional[int], text: str, m: Merge, title: str, message: Optional[str],
+                   caps, confirm: bool = True):
+    """The LSP edit of a merge into ``text``: a versioned document edit with a change annotation
+    that asks for confirmation where the client takes them (``caps``: its workspace
+    capabilities), else plain changes."""
+    from lsprotocol import types as t
+    lines = text.splitlines(keepends=True)
+    plain = []
+    for ed in m.edits:
+        (sl, sc), (el, ec) = line_range(lines, ed.start, ed.end)
+        plain.append((t.Range(start=t.Position(line=sl, character=sc), end=t.Position(line=el, character=ec)),
+                      ed.text))
+    we = caps.workspace_edit if caps is not None else None
+    doc_changes = bool(we and we.document_changes)
+    annotations = bool(we and we.change_annotation_support is not None)
+    desc = f"GEAK {describe(m)}" + (f": {message}" if message is not None else "")
+    if doc_changes:
+        if annotations:
+            edits = [t.AnnotatedTextEdit(range=r, new_text=s, annotation_id=ANNOTATION) for r, s in plain]
+        else:
+            edits = [t.TextEdit(range=r, new_text=s) for r, s in plain]
+        return t.WorkspaceEdit(
+            document_changes=[t.TextDocumentEdit(
+                text_document=t.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=edits)],
+            change_annotations={ANNOTATION: t.ChangeAnnotation(label=title, needs_confirmation=confirm,
+                                                               description=desc)} if annotations else None)
+    return t.WorkspaceEdit(changes={uri: [t.TextEdit(range=r, new_text=s) for r, s in plain]})

@@ -56,6 +56,27 @@ class Job:
     compiled: Optional[dict] = None
     """The compiled difference between the original and the offered result (``strategies.compiled_change``)."""
 
+    def __post_init__(self):
+        if not self.title:
+            self.title = f"GEAK: {'optimizing' if self.kind == 'optimize' else 'benchmarking'} {self.name}"
+
+
+def target_to_run(kind: str, name: str, found, filename: str, running: Callable[[str], list]):
+    """The document's target a job on ``name`` runs (a kernel: through its wrapper), or why
+    none can (``running(symbol)``: the jobs already on a symbol)."""
+    from .errors import UserFacing
+    if found.syntax_error:
+        raise UserFacing(f"GEAK: {filename} does not parse ({found.syntax_error}); nothing was run")
+    target = found.by_name(name)
+    if target is None:
+        raise UserFacing(f"GEAK: no kernel, wrapper, PyTorch function or module named '{name}' in this file")
+    if target.kind == "kernel" and not target.wrappers:
+        raise UserFacing(f"GEAK: no function in this file launches {name}[grid](...); "
+                         "write a wrapper that does, then run GEAK on it")
+    if running(target.evaluated):
+        raise UserFacing(f"GEAK: a job is already running on {target.evaluated}")
+    return target
+
 
 class JobManager:
     def __init__(self, max_jobs: int = 2,
