@@ -269,3 +269,23 @@ def compile_listing(projects, settings, req: Request, target: Target, text: str,
         raise UserFacing(f"GEAK: cannot run: {result.error.message}")
     return build_listing(req, target.evaluated, rel, built.files, result.resources, result.ran, result.message,
                          req.arch)
+
+
+async def answer(ls, arg) -> dict:
+    """geak.compiledCode for the server ``ls``: the listing of a target (compiled on the view's
+    thread, or cached)."""
+    import asyncio
+
+    from .errors import BadArguments
+    from .strategies import aot_arch
+    try:
+        req = parse_request(arg)
+    except ValueError as e:
+        raise BadArguments(f"{CODE}: {e}") from None
+    if ls.open_document(req.uri) is None:
+        raise BadArguments(f"{CODE}: {req.uri} is not open in the editor")
+    doc, found = await ls.doc_targets(req.uri)
+    target = target_to_compile(req, found)
+    req.arch = req.arch or aot_arch(ls.projects.runner_for(ls.settings), ls.settings)
+    listing = await asyncio.wrap_future(ls.compiled.get(req, target, doc.source, req.arch))
+    return listing.as_dict()

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Optional
 
+from . import handlers  # noqa: F401 - registers what the server answers
 from .server import server
 
 log = logging.getLogger("geak_lsp")

@@ -1,55 +1,30 @@
-"""The GEAK language server (pygls): it receives and sends; what it sends comes from one module
-per concern (thin handlers over domain modules, as jedi-language-server's are).
-
-    protocol.py     under pygls: every request answered, cheap document changes, custom capabilities
-    documents.py    the targets of open documents, large ones parsed off the event loop
-    targets.py      syntax-tree discovery of kernels, wrappers, PyTorch functions and modules
-    projects.py     a document's project, store, options, unsaved text; the runner
-    actions.py      code actions (Optimize / Benchmark with GEAK, Add GEAK inputs, Apply GEAK result)
-    jobs.py         jobs off the event loop, a limit, cancellation
-    work.py         a job's work on its thread: the request, the strategy, the edit, the compiled difference
-    strategies.py   what a strategy does for the editor: benchmark, or optimize through agent.optimize
-    finish.py       a job's end as data: findings, the record, a result kept for later
-    edits.py        a result module -> span edits of the document, and the LSP edit
-    diagnostics.py  findings per target, marked stale when the code changes
-    hover.py        the last measurement of a kernel or wrapper
-    compiled.py     the compiled view: a listing mapped to source lines, cached; its hover and lenses
-    results.py      what the results view shows
-    store.py        measurements and runs in .geak/, keyed by source hash + device
-    settings.py     geak.* from initializationOptions and workspace/configuration, validated
-    main.py         the geak-lsp program: transports, the editor's process, leaving
-
-Nothing here imports torch or triton: they live in the runner's worker subprocesses. Handlers
-that run on every keystroke or cursor move (code actions, hover, lenses) work from the cached
-syntax tree only.
-"""
+"""The GEAK language server (pygls): the server object receives and sends, and keeps the
+editor's state (settings, documents, findings, jobs); what it sends is made by one module per
+concern (ARCHITECTURE.md names them), and ``handlers`` holds the thin handlers over them, as
+jedi-language-server's are. Nothing here imports torch or triton: they live in the runner's
+worker subprocesses. What runs on every keystroke or cursor move (code actions, hover, lenses)
+works from the cached syntax tree only."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import sys
 import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from lsprotocol import types as t
 from pygls import uris
-from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from . import __version__, actions, compiled, finish, settings as settings_mod, work
+from . import __version__, compiled, finish, settings as settings_mod, work
 from .diagnostics import Diagnostics, Finding
 from .documents import DocumentIndex
 from .edits import workspace_edit
-from .errors import BadArguments, UserFacing, shown, target_argument, target_of
-from .hover import hover_text
+from .errors import BadArguments, UserFacing, target_of
 from .jobs import Job, JobManager, target_to_run
 from .projects import Projects
 from .protocol import GeakProtocol
-from .results import results
 from .settings import Settings
 from .targets import TargetCache
 
@@ -72,7 +47,8 @@ class GeakServer(LanguageServer):
                                    on_ready=self.on_changed)
         self.diags = Diagnostics()
         self.pending: dict[str, finish.Pending] = {}
-        self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done, self._job_started)
+        self.jobs = JobManager(self.settings.max_jobs, self._job_progress, self._job_done,
+                               lambda job: self.from_thread(self._job_status, job))
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.projects = Projects(lambda m: self.log(m, t.MessageType.Warning))
         self.compiled = compiled.CompiledViews(lambda req, target, text: compiled.compile_listing(
@@ -80,11 +56,8 @@ class GeakServer(LanguageServer):
         self._shown_problems: list[str] = []
         self._sandbox_warned = False
         self.client_features: set[str] = set()
-        """Custom client features from ``capabilities.experimental`` (the VS Code extension's):
-        ``geakShowResults`` (it has a geak.showResults command), ``geakJobEnd`` (it shows the
-        end of each job itself, from the geak/jobEnd notification), ``geakJobStatus`` (it
-        reads each job's status as numbers, from the geak/jobStatus notification) and
-        ``geakShowCompiled`` (it has a geak.showCompiled command that opens the compiled view)."""
+        """From ``capabilities.experimental`` (the VS Code extension's): geakShowResults,
+        geakJobEnd, geakJobStatus, geakShowCompiled (docs/editor.md says what each one gets)."""
 
     def log(self, message: str, kind: t.MessageType = t.MessageType.Info) -> None:
         self.window_log_message(t.LogMessageParams(type=kind, message=message))
@@ -108,7 +81,6 @@ class GeakServer(LanguageServer):
             self.window_show_message(t.ShowMessageParams(type=t.MessageType.Warning,
                                                          message="GEAK settings: " + " | ".join(problems)))
 
-    # ------------------------------------------------------------------ documents
 
     def open_document(self, uri: str):
         """The document if the editor opened it, else None (pygls's ``get_text_document`` would
@@ -130,9 +102,7 @@ class GeakServer(LanguageServer):
         """(document, targets) for a handler on every cursor move: (None, None) when the document
         is not open; targets None while a large one is still being read."""
         doc = self.open_document(uri)
-        if doc is None:
-            return None, None
-        return doc, self.index.usable(uri, doc) or await self.index.wait(uri, doc, QUICK_WAIT_S)
+        return (doc, self.index.usable(uri, doc) or await self.index.wait(uri, doc, QUICK_WAIT_S)) if doc is not None else (None, None)
 
     def publish(self, uri: str) -> None:
         try:
@@ -164,7 +134,6 @@ class GeakServer(LanguageServer):
                 self.diags.set(uri, p.job.name, finish.applied(self.diags.findings(uri).get(p.job.name, []), p.result_hash))
         self.publish(uri)
 
-    # ------------------------------------------------------------------ jobs
 
     async def start_job(self, kind: str, arg: Any) -> dict:
         uri, name = target_of(f"geak.{kind}", arg)
@@ -212,9 +181,6 @@ class GeakServer(LanguageServer):
                                                                                        percentage=percentage))
                 self._job_status(job)
         self.from_thread(send)
-
-    def _job_started(self, job: Job) -> None:
-        self.from_thread(self._job_status, job)
 
     def _job_status(self, job: Job) -> None:
         """geak/jobStatus: where a job stands, as numbers, for a client that declares geakJobStatus."""
@@ -322,229 +288,9 @@ class GeakServer(LanguageServer):
             self.log(f"GEAK: the editor did not apply the edit ({res.failure_reason or 'declined'})")
         return bool(res.applied)
 
-    async def compiled_code(self, arg: Any) -> dict:
-        """geak.compiledCode: the listing of a target (compiled on the view's thread, or cached)."""
-        try:
-            req = compiled.parse_request(arg)
-        except ValueError as e:
-            raise BadArguments(f"{compiled.CODE}: {e}") from None
-        if self.open_document(req.uri) is None:
-            raise BadArguments(f"{compiled.CODE}: {req.uri} is not open in the editor")
-        doc, found = await self.doc_targets(req.uri)
-        target = compiled.target_to_compile(req, found)
-        from .strategies import aot_arch
-        req.arch = req.arch or aot_arch(self.projects.runner_for(self.settings), self.settings)
-        listing = await asyncio.wrap_future(self.compiled.get(req, target, doc.source, req.arch))
-        return listing.as_dict()
-
-
-# ---------------------------------------------------------------------- handlers
 
 server = GeakServer()
-
-
-@server.feature(t.INITIALIZE)
-def on_initialize(ls: GeakServer, params: t.InitializeParams):
-    ls.loop = asyncio.get_running_loop()
-    ls.init_options = params.initialization_options
-    exp = params.capabilities.experimental
-    ls.client_features = {k for k, v in exp.items() if v} if isinstance(exp, dict) else set()
-    ls.apply_settings()
-
-
-@server.feature(t.INITIALIZED)
-async def on_initialized(ls: GeakServer, params: t.InitializedParams):
-    ls.log(f"GEAK language server {__version__} ready (pid {os.getpid()}, "
-           f"torch imported: {'torch' in sys.modules})")
-    await pull_configuration(ls)
-
-
-async def pull_configuration(ls: GeakServer) -> None:
-    caps = ls.client_capabilities.workspace
-    if caps is None or not caps.configuration:
-        return
-    try:
-        got = await ls.workspace_configuration_async(t.ConfigurationParams(items=[t.ConfigurationItem(section="geak")]))
-    except Exception as e:  # noqa: BLE001
-        ls.log(f"GEAK: workspace/configuration failed ({e}); using initializationOptions", t.MessageType.Warning)
-        return
-    ls.apply_settings(got[0] if got else None)
-
-
-@server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
-async def on_config(ls: GeakServer, params: t.DidChangeConfigurationParams):
-    caps = ls.client_capabilities.workspace
-    if caps is not None and caps.configuration:
-        await pull_configuration(ls)
-    else:
-        ls.apply_settings(params.settings)
-
-
-@server.feature(t.TEXT_DOCUMENT_DID_OPEN)
-def on_open(ls: GeakServer, params: t.DidOpenTextDocumentParams):
-    uri = params.text_document.uri
-    ls.index.now(uri, ls.workspace.get_text_document(uri))  # parse once, up front (large: in the background)
-    ls.on_changed(uri)
-
-
-@server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
-def on_change(ls: GeakServer, params: t.DidChangeTextDocumentParams):
-    ls.on_changed(params.text_document.uri)
-
-
-@server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
-def on_close(ls: GeakServer, params: t.DidCloseTextDocumentParams):
-    ls.index.forget(params.text_document.uri)
-
-
-@server.feature(t.TEXT_DOCUMENT_CODE_ACTION,
-                t.CodeActionOptions(code_action_kinds=[actions.KIND_GEAK, t.CodeActionKind.QuickFix]))
-async def on_code_action(ls: GeakServer, params: t.CodeActionParams):
-    uri = params.text_document.uri
-    doc, found = await ls.quick_targets(uri)
-    if doc is None:
-        return None
-    if found is None:
-        return actions.only([actions.still_reading(len(doc.source))], params.context.only) or None
-    line = params.range.start.line
-    out = actions.target_actions(found, uri, line, [j.symbol for j in ls.jobs.find(uri)])
-    target = found.at_line(line)
-    if target is not None:
-        out += [actions.cancel_action(j.id, target.name) for j in ls.jobs.find(uri, target.evaluated)]
-    apply = actions.apply_pending(ls.pending.get(uri), uri, doc, found, ls.client_capabilities.workspace, ls.log)
-    if apply is not None:
-        out.insert(0, apply)
-    if target is not None and "geakShowResults" in ls.client_features and _has_runs(ls, uri, target.evaluated):
-        out.append(actions.show_results(uri, target, params.context.diagnostics))
-    return actions.only(out, params.context.only) or None
-
-
-def _has_runs(ls: GeakServer, uri: str, symbol: str) -> bool:
-    try:
-        root, rel = ls.projects.project(uri)
-    except (UserFacing, ValueError):
-        return False
-    return bool(ls.projects.store(root).runs(rel, symbol))
-
-
-def _command_link(command: str, arg: dict) -> str:
-    return f"command:{command}?{urllib.parse.quote(json.dumps([arg]))}"
-
-
-@server.feature(t.TEXT_DOCUMENT_HOVER)
-async def on_hover(ls: GeakServer, params: t.HoverParams):
-    uri, line = params.text_document.uri, params.position.line
-    doc, found = await ls.quick_targets(uri)
-    if found is None:
-        return None
-    target = found.at_header(line)
-    if target is None:  # a kernel's body line: what it compiled to, from the compiled view's cache only
-        kernel, hit = compiled.kernel_body_line(found, line), ls.compiled.for_line(uri, doc.source, line)
-        if kernel is None or hit is None:
-            return None
-        link = _command_link(compiled.SHOW, {"uri": uri, "name": hit[0].name, "arch": hit[0].arch, "stage": hit[0].stage}) \
-            if "geakShowCompiled" in ls.client_features else None
-        text, lines = compiled.hover_text(hit[0], line, hit[1], link), (line, line)
-    else:
-        try:
-            root, rel = ls.projects.project(uri)
-        except (UserFacing, ValueError):
-            return None
-        show = "geakShowResults" in ls.client_features and ls.projects.store(root).runs(rel, target.evaluated)
-        link = _command_link("geak.showResults", {"uri": uri, "name": target.name}) if show else None
-        text, lines = hover_text(found, target, ls.projects.store(root), rel, results_link=link), \
-            (target.header.start, target.header.end)
-    return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=text),
-                   range=t.Range(start=t.Position(line=lines[0], character=0), end=t.Position(line=lines[1] + 1, character=0)))
-
-
-@server.feature(t.TEXT_DOCUMENT_CODE_LENS, t.CodeLensOptions(resolve_provider=False))
-async def on_code_lens(ls: GeakServer, params: t.CodeLensParams):
-    """"GEAK: compiled code" above each Triton kernel, for a client with the compiled view."""
-    doc, found = await ls.quick_targets(params.text_document.uri)
-    if found is None or found.syntax_error or "geakShowCompiled" not in ls.client_features:
-        return None
-    from runner.aot import default_stage
-    arch = ls.settings.arch
-    return compiled.code_lenses(found, params.text_document.uri, f"{arch} {default_stage(arch)}" if arch else None) or None
-
-
-async def _command(ls: GeakServer, kind: str, args) -> Any:
-    """Arguments that do not fit are a JSON-RPC error (-32602); a job that cannot start on a
-    well-formed target (the file does not parse, a job already runs on it) is said to the user
-    and answered ``{"error": message}``."""
-    try:
-        return await ls.start_job(kind, target_argument(f"geak.{kind}", args))
-    except BadArguments as e:
-        raise JsonRpcInvalidParams(str(e)) from None
-    except UserFacing as e:
-        ls.tell(str(e))
-        return {"error": str(e)}
-
-
-@server.command(actions.OPTIMIZE)
-async def cmd_optimize(ls: GeakServer, *args):
-    return await _command(ls, "optimize", args)
-
-
-@server.command(actions.BENCHMARK)
-async def cmd_benchmark(ls: GeakServer, *args):
-    return await _command(ls, "benchmark", args)
-
-
-@server.command(actions.RESULTS)
-def cmd_results(ls: GeakServer, *args):
-    """geak.results {"uri", "name"}: what the results view shows. Every problem is with the
-    argument (its shape, a URI that is not a file on disk): a JSON-RPC error -32602."""
-    try:
-        return results(target_argument("geak.results", args), ls.projects, ls.targets)
-    except (UserFacing, ValueError) as e:
-        raise JsonRpcInvalidParams(str(e)) from None
-
-
-@server.command(compiled.CODE)
-async def cmd_compiled(ls: GeakServer, *args):
-    """geak.compiledCode {"uri", "name", "arch"?, "stage"?}: the compiled view's text and line
-    map. A malformed argument is a JSON-RPC error -32602; a target that cannot be compiled is
-    answered ``{"error": message}`` (the view shows it)."""
-    try:
-        return await ls.compiled_code(args[0] if len(args) == 1 else None)
-    except BadArguments as e:
-        raise JsonRpcInvalidParams(str(e)) from None
-    except UserFacing as e:
-        return {"error": str(e)}
-
-
-@server.command(actions.CANCEL)
-def cmd_cancel(ls: GeakServer, *args):
-    """geak.cancel JOB_ID | {"uri": ..., "name"?: ...} | nothing (every job). Anything else is
-    a JSON-RPC error -32602 and cancels nothing: a malformed argument used to mean "every job"."""
-    arg = args[0] if len(args) == 1 else None
-    if not args:
-        ids = [j.id for j in ls.jobs.active()]
-    elif isinstance(arg, str):
-        ids = [arg]
-    elif isinstance(arg, dict) and isinstance(arg.get("uri"), str) and isinstance(arg.get("name", ""), str):
-        ids = [j.id for j in ls.jobs.find(arg["uri"], arg.get("name"))]
-    else:
-        raise JsonRpcInvalidParams('geak.cancel: expected a job id, {"uri": ...} or no argument (every job), got '
-                                   + (shown(arg) if len(args) == 1 else f"{len(args)} arguments"))
-    return {"cancelled": [i for i in ids if ls.cancel_job(i, "by geak.cancel")]}
-
-
-@server.command(actions.SERVER_INFO)
-def cmd_info(ls: GeakServer, *args):
-    return {"version": __version__, "pid": os.getpid(),
-            "imported": {m: m in sys.modules for m in ("torch", "triton", "numpy", "openai", "anthropic")},
-            "settings": settings_mod.as_dict(ls.settings),
-            "jobs": [{"id": j.id, "kind": j.kind, "name": j.name, "state": j.state} for j in ls.jobs.jobs.values()]}
-
-
-@server.feature(t.SHUTDOWN)
-def on_shutdown(ls: GeakServer, *args):
-    ls.jobs.shutdown()
-    ls.compiled.close()
-    ls.projects.close()
+"""The one server; ``handlers`` registers what it answers, ``main`` runs it."""
 
 
 def main(argv: Optional[list[str]] = None) -> int:
