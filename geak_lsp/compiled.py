@@ -78,11 +78,6 @@ class NotShown(Exception):
     """Why a target has no compiled view, in the user's words."""
 
 
-def default_arch(configured: Optional[str], interpreted: bool) -> str:
-    """``geak.arch``, else the runner's GPU (``device``), else sm_90 on the CPU interpreter."""
-    return configured or ("sm_90" if interpreted else "device")
-
-
 def build_listing(req: Request, symbol: str, rel: str, files: dict[str, str], resources: list,
                   ran: bool, message: str, arch: str) -> Listing:
     """The document for a target from its compile reports (``EvalResult.resources``)."""

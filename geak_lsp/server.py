@@ -290,10 +290,4 @@ class GeakServer(LanguageServer):
 
 
 server = GeakServer()
-"""The one server; ``handlers`` registers what it answers, ``main`` runs it."""
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    """``geak-lsp`` (``geak_lsp.main``; kept here for installs whose entry point names this module)."""
-    from .main import main as run
-    return run(argv)
+"""The one server; ``handlers`` registers what it answers, ``main`` runs it (``geak-lsp``)."""

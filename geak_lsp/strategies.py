@@ -170,8 +170,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
 
 def aot_arch(runner, settings: Settings) -> str:
     """The GPU compile reports are for: ``geak.arch``, else the runner's GPU, else sm_90."""
-    from .compiled import default_arch
-    return default_arch(settings.arch, interpreted(runner, settings))
+    return settings.arch or ("sm_90" if interpreted(runner, settings) else "device")
 
 
 def interpreted(runner, settings: Settings) -> bool:

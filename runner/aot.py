@@ -363,7 +363,7 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str,
 # interpreted functions. There, the candidate's worker hands the compiles to the pool
 # (``compile_request``), which runs them in a compile worker: a job of a second fork server
 # that imported triton for compiling (``runner.worker.prepare("compile")``), sandboxed like
-# every worker, forked with torch and triton already imported (``compile_tree``).
+# every worker, forked with torch and triton already imported (``runner.worker.compile_tree``).
 
 
 def constexprs_to_wire(constexprs: tuple) -> Optional[list]:
@@ -392,41 +392,3 @@ def compile_request(files: dict[str, str], jobs: list[dict]) -> dict:
     per job, {"rel", "kernel", "signature", "constexprs", "divisible", "options",
     "specialized", "arch", "variant", "stage"}."""
     return {"files": files, "jobs": jobs}
-
-
-def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: int = 0) -> list[dict]:
-    """In a compile worker: write the tree into ``scratch``, import each job's module from it and
-    compile the job's launch for its arch. One KernelResources dict per job, in order."""
-    import importlib
-    import sys
-    from pathlib import Path
-
-    from triton.runtime.jit import JITFunction
-
-    from .schema import to_dict
-    from .inputs import seed_all
-    from .trees import Trees
-    trees = Trees(Path(scratch), files, {}, set(), interp=False)
-    trees.write("reference")
-    root = trees.roots["reference"]
-    out = []
-    for j in jobs:
-        try:
-            name, paths = trees.module_name(root, j["rel"])
-            sys.path[:0] = [p for p in paths if p not in sys.path]
-            seed_all(seed)
-            obj = getattr(importlib.import_module(name), j["kernel"])
-            while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
-                obj = obj.fn  # through @triton.autotune / @triton.heuristics
-            sig = LaunchSignature(tuple(map(tuple, j["signature"])), constexprs_from_wire(j["constexprs"]),
-                                  tuple(j["divisible"]), tuple(map(tuple, j["options"])),
-                                  tuple(j.get("specialized", ())))
-            stage = j.get("stage")
-            r = compile_for(obj, j["kernel"], sig, j["arch"], stage if isinstance(stage, str) else None)
-        except Exception as e:
-            r = KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
-                                error=f"{type(e).__name__}: {e}"[:300])
-        r.variant = j.get("variant")
-        out.append(to_dict(r))
-    share_listings(out)
-    return out

@@ -89,7 +89,7 @@ def cmd_info(args) -> int:
     """One worker here (or the daemon at ``--runner``): is it reachable, does it take the token,
     which device does it evaluate on."""
     from .config import ConfigError
-    from .pool import PoolError
+    from .process import PoolError
     from .runners import open_runner
     try:
         runner = open_runner(args.runner or "local", args.device, 1)

@@ -619,10 +619,10 @@ class Allocations(TorchDispatchMode):
     def after_launch(self, args: tuple, kwargs: dict, kernel: str) -> None:
         """Right after a launch: the guard bands of the tensors it was given. A kernel that
         wrote past a tensor is caught here even if the code then writes the bands back."""
-        from .guards import _launch_tensors
+        from .guards import launch_tensors
         tensors: list = []
         for a in list(args) + list(kwargs.values()):
-            _launch_tensors(a, tensors)
+            launch_tensors(a, tensors)
         seen = set()
         for t in tensors:
             try:

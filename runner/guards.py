@@ -202,14 +202,14 @@ class LaunchRecorder:
         return load
 
 
-def _launch_tensors(obj: Any, out: list) -> bool:
+def launch_tensors(obj: Any, out: list) -> bool:
     """The tensors among a launch's arguments (in tuples, tensor wrappers and descriptors too);
     False when an argument holds memory of a kind not known here (then nothing is checked)."""
     if isinstance(obj, torch.Tensor):
         out.append(obj)
         return True
     if isinstance(obj, (tuple, list)):
-        return all(_launch_tensors(o, out) for o in obj)
+        return all(launch_tensors(o, out) for o in obj)
     base = getattr(obj, "base", None)
     if isinstance(base, torch.Tensor):
         out.append(base)
@@ -222,7 +222,7 @@ def _regions(args: tuple, kwargs: dict, own_bytes: Callable, kernel: str):
     and the kernel's name; None when they cannot all be known."""
     import numpy as np
     found: list = []
-    if not all(_launch_tensors(a, found) for a in list(args) + list(kwargs.values())):
+    if not all(launch_tensors(a, found) for a in list(args) + list(kwargs.values())):
         return None
     spans = []
     for t in found:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .daemon.scheduler import MAX_ATTEMPTS
-from .remote import RunnerUnavailable, _unavailable_result
+from .remote import RunnerUnavailable, unavailable_result
 from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Flag, SchemaError, from_dict, to_json
 
 _CONNECTION_LOCK = threading.Lock()
@@ -87,7 +87,7 @@ class EvalActor:
 
     def hello(self) -> dict:
         """Starts the pool's first worker; what this actor evaluates on, or why it cannot."""
-        from .pool import PoolError
+        from .process import PoolError
         where = {"pid": os.getpid(), "host": socket.gethostname(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
         try:
             info = self.runner.device_info()
@@ -96,8 +96,8 @@ class EvalActor:
         return {**where, "device": json.loads(to_json(info))}
 
     def evaluate(self, text: str) -> str:
-        from .daemon.scheduler import _crashed
-        from .pool import PoolError
+        from .daemon.scheduler import crashed_result
+        from .process import PoolError
         from .schema import request_from_json
         try:
             req = request_from_json(text)
@@ -107,9 +107,9 @@ class EvalActor:
         try:
             return to_json(self.runner.evaluate(req))
         except PoolError as e:
-            return to_json(_crashed(req.id, str(e), kind="runner_unavailable"))
+            return to_json(crashed_result(req.id, str(e), kind="runner_unavailable"))
         except Exception as e:  # noqa: BLE001 - said in the result, as the daemon does
-            return to_json(_crashed(req.id, f"internal error in the runner: {type(e).__name__}: {e}"))
+            return to_json(crashed_result(req.id, f"internal error in the runner: {type(e).__name__}: {e}"))
 
     def close(self) -> None:
         self.runner.close()
@@ -528,13 +528,13 @@ class RayRunner:
                                   hint="see the cluster's state with `ray status`")
             while self._queue:
                 item = self._queue.popleft()
-                self._resolve(item, _unavailable_result(item.request.id, e))
+                self._resolve(item, unavailable_result(item.request.id, e))
 
     def _fail_all(self, e: RunnerUnavailable):
         """The connection is gone (holding _cond): every request waiting gets ``e``."""
         self._broken = e
         for item in list(self._queue) + [i for a in self._actors for i in a.running.values()]:
-            self._resolve(item, _unavailable_result(item.request.id, e))
+            self._resolve(item, unavailable_result(item.request.id, e))
         self._queue.clear()
         for a in self._actors:
             a.running.clear()
@@ -555,13 +555,13 @@ class RayRunner:
         try:
             self._start()
         except RunnerUnavailable as e:
-            return [_unavailable_result(r.id, e) for r in requests]
+            return [unavailable_result(r.id, e) for r in requests]
         items = [_Item(r, to_json(r), concurrent.futures.Future()) for r in requests]
         with self._cond:
             if self._closed or self._broken is not None:
                 e = self._broken or RunnerUnavailable("closed", "the evaluation was cancelled (the runner client "
                                                                 "was closed)")
-                return [_unavailable_result(r.id, e) for r in requests]
+                return [unavailable_result(r.id, e) for r in requests]
             self._queue.extend(items)
             self._cond.notify_all()
         try:
@@ -619,7 +619,7 @@ class RayRunner:
             items = list(self._queue) + [i for a in self._actors for i in a.running.values()]
             self._queue.clear()
             for item in items:
-                self._resolve(item, _unavailable_result(item.request.id, e))
+                self._resolve(item, unavailable_result(item.request.id, e))
             actors, self._actors = self._actors, []
             self._refs.clear()
             self._cond.notify_all()

@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from .pool import PoolError
+from .process import PoolError
 from .schema import (SCHEMA, DeviceInfo, ErrorInfo, EvalRequest, EvalResult, SchemaError, check_schema,
                      from_dict, to_json)
 
@@ -49,7 +49,7 @@ class BatchTooLarge(Exception):
     pass
 
 
-def _unavailable_result(req_id: str, e: RunnerUnavailable) -> EvalResult:
+def unavailable_result(req_id: str, e: RunnerUnavailable) -> EvalResult:
     return EvalResult(status="crashed", correct=False, id=req_id, message=e.message,
                       error=ErrorInfo(kind="runner_unavailable", side="harness", message=e.message, hint=e.hint))
 
@@ -243,7 +243,7 @@ class RemoteRunner:
                         pending.discard(jid)
                 for jid in doc.get("cancelled") or []:
                     if jid in pending:
-                        results[jobs[jid]] = _unavailable_result(requests[jobs[jid]].id, RunnerUnavailable(
+                        results[jobs[jid]] = unavailable_result(requests[jobs[jid]].id, RunnerUnavailable(
                             "cancelled", "the job was cancelled on the runner before it ran"))
                         pending.discard(jid)
                 lost = [j for j in doc.get("unknown") or [] if j in pending]
@@ -252,7 +252,7 @@ class RemoteRunner:
         except RunnerUnavailable as e:
             self._cancel([jid for jid, i in jobs.items() if i not in results])
             for i, r in enumerate(requests):
-                results.setdefault(i, _unavailable_result(r.id, e))
+                results.setdefault(i, unavailable_result(r.id, e))
         except BaseException:  # interrupted: leave nothing queued for nobody
             self._cancel([jid for jid, i in jobs.items() if i not in results])
             raise
@@ -383,7 +383,7 @@ class SpoolRunner:
                 time.sleep(self.poll_s)
         except RunnerUnavailable as e:
             for i, r in enumerate(requests):
-                results.setdefault(i, _unavailable_result(r.id, e))
+                results.setdefault(i, unavailable_result(r.id, e))
         finally:
             for jid, i in jobs.items():
                 if i not in results or results[i].error and results[i].error.kind == "runner_unavailable":

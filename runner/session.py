@@ -25,7 +25,7 @@ import time
 from typing import Optional
 
 from . import sandbox
-from .pool import FROM_CANDIDATE, FROM_REFERENCE, Budget, Job, Stopped, promote_compiles
+from .process import FROM_CANDIDATE, FROM_REFERENCE, Budget, Job, Stopped, promote_compiles
 from .schema import EvalRequest, EvalResult, beats
 from .verdict import Verdict
 

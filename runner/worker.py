@@ -248,7 +248,6 @@ class _Compiles:
     def handle(self, op: str, msg: dict) -> dict:
         if op != "compile":
             raise RuntimeError(f"unknown op '{op}' for a compile worker")
-        from .aot import compile_tree
         files, jobs = msg.get("files"), msg.get("jobs")
         if not isinstance(files, dict) or not isinstance(jobs, list):
             raise RuntimeError("a compile request needs files and jobs")
@@ -268,3 +267,42 @@ def _make_role(msg: dict, scratch: Path):
 
 def now() -> float:
     return time.monotonic()
+
+
+def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: int = 0) -> list[dict]:
+    """In a compile worker: write the tree into ``scratch``, import each job's module from it and
+    compile the job's launch for its arch. One KernelResources dict per job, in order."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    from triton.runtime.jit import JITFunction
+
+    from .aot import LaunchSignature, compile_for, constexprs_from_wire, share_listings
+    from .schema import KernelResources, to_dict
+    from .inputs import seed_all
+    from .trees import Trees
+    trees = Trees(Path(scratch), files, {}, set(), interp=False)
+    trees.write("reference")
+    root = trees.roots["reference"]
+    out = []
+    for j in jobs:
+        try:
+            name, paths = trees.module_name(root, j["rel"])
+            sys.path[:0] = [p for p in paths if p not in sys.path]
+            seed_all(seed)
+            obj = getattr(importlib.import_module(name), j["kernel"])
+            while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+                obj = obj.fn  # through @triton.autotune / @triton.heuristics
+            sig = LaunchSignature(tuple(map(tuple, j["signature"])), constexprs_from_wire(j["constexprs"]),
+                                  tuple(j["divisible"]), tuple(map(tuple, j["options"])),
+                                  tuple(j.get("specialized", ())))
+            stage = j.get("stage")
+            r = compile_for(obj, j["kernel"], sig, j["arch"], stage if isinstance(stage, str) else None)
+        except Exception as e:
+            r = KernelResources(kernel=j["kernel"], arch=j["arch"], num_warps=0, num_stages=0, fits=False,
+                                error=f"{type(e).__name__}: {e}"[:300])
+        r.variant = j.get("variant")
+        out.append(to_dict(r))
+    share_listings(out)
+    return out

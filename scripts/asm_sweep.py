@@ -10,11 +10,12 @@ editor's compiled view and ``geak asm`` do. Then, per kernel that was launched, 
 of its body holding a ``tl.load`` / ``tl.store`` / ``tl.dot`` call must map to at least one
 instruction of the matching kind (the rule of ``tests/test_asm.py``: a load to a global,
 scalar-unit or asynchronous copy; a store to a global store; a dot to tensor-core, warpgroup or
-FMA instructions). A call written over several lines counts as mapped when any line of its
+FMA instructions). Lines in a branch of an ``if`` on the kernel's constexprs that the launch
+does not take are counted apart (Triton compiles only the branch taken). A call written over several lines counts as mapped when any line of its
 statement is (the compiler gives a ``tl.load(`` the line its mask is on), as the editor's view
-takes the cursor on any of those lines. Lines that map to nothing are listed (a branch on a
-constexpr that this launch does not take compiles to nothing; so does a load the compiler
-proves unused, or one it merged with its neighbour's).
+takes the cursor on any of those lines. Lines that map to nothing are listed (a load the
+compiler proves unused, or merged with its neighbour's, or a branch on a constexpr written in a
+form this script does not evaluate).
 
 Prints one line per task and arch and a summary; ``--json`` writes every row.
 """
@@ -45,6 +46,53 @@ def op_lines(text: str, kernels: set[str]) -> dict[int, set[str]]:
     return out
 
 
+def _value(node: ast.AST, consts: dict[str, object]):
+    """A condition on constexprs, evaluated (``NAME``, ``not NAME``, ``NAME == 3``, ``and``/``or``);
+    raises KeyError/ValueError when it is not one."""
+    if isinstance(node, ast.Name):
+        return consts[node.id]
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _value(node.operand, consts)
+    if isinstance(node, ast.BoolOp):
+        vals = [_value(v, consts) for v in node.values]
+        return all(vals) if isinstance(node.op, ast.And) else any(vals)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        a, b = _value(node.left, consts), _value(node.comparators[0], consts)
+        ops = {ast.Eq: a == b, ast.NotEq: a != b} if not isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE)) \
+            else {ast.Lt: a < b, ast.Gt: a > b, ast.LtE: a <= b, ast.GtE: a >= b}
+        return ops[type(node.ops[0])]
+    raise ValueError("not a constexpr condition")
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def dead_lines(text: str, kernel: str, consts: dict[str, str]) -> set[int]:
+    """Lines of ``kernel`` in a branch of an ``if`` on its constexprs that this launch does not
+    take (Triton compiles only the branch taken)."""
+    values = {k: _literal(v) for k, v in consts.items()}
+    out: set[int] = set()
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, ast.FunctionDef) or fn.name != kernel:
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.If):
+                continue
+            try:
+                taken = bool(_value(node.test, values))
+            except (KeyError, ValueError, TypeError):
+                continue
+            for stmt in (node.orelse if taken else node.body):
+                out.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return out
+
+
 def check(res, files: dict[str, str]) -> dict:
     """One task's compile for one arch: kernels, listings, and the op lines without instructions."""
     from agent import asm
@@ -63,7 +111,20 @@ def check(res, files: dict[str, str]) -> dict:
                 kinds.setdefault((line["file"], start), set()).update(
                     x for x in asm.KINDS if asm.count(line["summary"], x))
     names = {k.kernel for k in launches if not k.error and k.listing}
-    ops, missing = 0, []
+    dead: dict[tuple[str, str], set[int]] = {}  # (file, kernel) -> lines dead at every launch of it
+    for k in launches:
+        if k.error or not k.listing:
+            continue
+        for rel, text in files.items():
+            if rel.endswith(".py") and f"def {k.kernel}(" in text:
+                try:
+                    d = dead_lines(text, k.kernel, k.constexprs)
+                except SyntaxError:
+                    continue
+                key = (rel, k.kernel)
+                dead[key] = d if key not in dead else dead[key] & d
+    skipped = {(rel, n) for (rel, _), lines in dead.items() for n in lines}
+    ops, missing, not_taken = 0, [], 0
     for rel, text in files.items():
         if not rel.endswith(".py"):
             continue
@@ -72,12 +133,15 @@ def check(res, files: dict[str, str]) -> dict:
         except SyntaxError:
             continue
         for n, want in found.items():
+            if (rel, n) in skipped:
+                not_taken += len(want)
+                continue
             for op in want:
                 ops += 1
                 if not RULE[op] & kinds.get((rel, first_of[rel].get(n, n)), set()):
                     src = text.splitlines()[n - 1].strip()
                     missing.append(f"{rel}:{n} tl.{op}: {src[:90]}")
-    row.update(op_lines=ops, mapped=ops - len(missing), unmapped=missing)
+    row.update(op_lines=ops, mapped=ops - len(missing), unmapped=missing, in_branches_not_taken=not_taken)
     return row
 
 

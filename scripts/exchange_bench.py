@@ -12,7 +12,7 @@ that two revisions can be compared on one machine.
 
 ``--mechanism``: the hand-over alone, with the project's own functions: ``--mb`` MB of inputs
 written (``runner.exchange.save``: a sealed memfd), checked as the pool checks it
-(``runner.pool._sealed``), loaded by the reader (``runner.exchange.load``: mapped) and every
+(``runner.process.sealed``), loaded by the reader (``runner.exchange.load``: mapped) and every
 byte read, then the same size of outputs back the same way. Passing a descriptor between
 processes costs the same whatever its size, so one process shows the cost per byte.
 """
@@ -85,7 +85,7 @@ def mechanism(mb: float, n: int) -> int:
 
     from runner import channel
     from runner.exchange import load, save
-    from runner.pool import _sealed
+    from runner.process import sealed as _sealed
     half = int(mb * 2 ** 20 / 4 / 2)
     inputs = {"args": [torch.randn(half), torch.randn(half)], "kwargs": {}}
     times = []

@@ -84,3 +84,76 @@ def test_a_wrong_import_is_found(tmp_path):
     assert any("geak_lsp/server.py:1:" in v and "agent.commands.optimize" in v for v in got), got
     assert any("geak_lsp/server.py:2:" in v and "runner.cli" in v for v in got), got
     assert not any("agent/commands/__init__.py" in v for v in got), got
+
+
+def project_modules(root: Path) -> dict[str, Path]:
+    return {_module_name(p, root): p for package in LAYERS for p in sorted((root / package).rglob("*.py"))}
+
+
+def private_imports(root: Path) -> list[str]:
+    """``from X import _name`` of another module's private name (not a submodule)."""
+    mods, found = project_modules(root), []
+    for module, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = next((n for line, n, _ in imported(path, root) if line == node.lineno), "")
+            if base.split(".")[0] not in LAYERS:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno}: {base}.{a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__") and f"{base}.{a.name}" not in mods]
+    return found
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Modules that import each other, directly or through others, by any import (at module
+    level or inside a function: an import put in a function to break a circle is still one)."""
+    mods = project_modules(root)
+    graph = {m: sorted({n for _, _, names in imported(p, root) for n in names if n in mods and n != m})
+             for m, p in mods.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports(ROOT) == []
+
+
+def test_no_import_circles():
+    assert import_cycles(ROOT) == []
+
+
+def test_the_checks_find_a_circle_and_a_private_import(tmp_path):
+    for package in LAYERS:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "runner" / "a.py").write_text("def f():\n    from .b import g\n")
+    (tmp_path / "runner" / "b.py").write_text("from runner.a import f\n_x = 1\n")
+    (tmp_path / "runner" / "c.py").write_text("from .b import _x\n")
+    assert import_cycles(tmp_path) == [["runner.a", "runner.b"]]
+    assert private_imports(tmp_path) == ["runner/c.py:1: runner.b._x"]

@@ -4,7 +4,7 @@ import threading
 import time
 
 from conftest import ADD_RELU, kernel_variant
-from runner.pool import RWLock
+from runner.locks import RWLock
 
 
 def test_rwlock_readers_share_writer_excludes_and_is_preferred():

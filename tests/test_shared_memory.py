@@ -13,7 +13,7 @@ import tempfile
 import torch
 
 from runner.compare import bitwise_equal, compare
-from runner.pool import _sealed
+from runner.process import sealed as _sealed
 
 STATEFUL = '''
 import torch

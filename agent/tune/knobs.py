@@ -123,7 +123,7 @@ class LaunchSite:
         return out
 
 
-def _span(node: ast.AST) -> Span:
+def source_span(node: ast.AST) -> Span:
     return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
 
 
@@ -220,7 +220,7 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
     grid = node.func.slice
     if isinstance(grid, ast.Name) and grid.id in grid_vars:
         grid = grid_vars[grid.id]  # grid = (...) bound earlier in the wrapper
-    site.grid_span, site.grid_is_lambda = _span(grid), isinstance(grid, ast.Lambda)
+    site.grid_span, site.grid_is_lambda = source_span(grid), isinstance(grid, ast.Lambda)
     site.grid_names = {n.id for n in ast.walk(grid) if isinstance(n, ast.Name)}
     site.kernel_line = min([kdef.lineno] + [d.lineno for d in kdef.decorator_list])
     site.params = [(a.arg, a.arg in consts) for a in kdef.args.args]
@@ -255,7 +255,7 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
             else:
                 site.notes.append(f"{kw.arg} is computed ({ast.unparse(kw.value)}), left as it is")
             continue
-        knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[_span(value_node)], var=var)
+        knob = Knob(name=kw.arg, value=lit, kind=kind, spans=[source_span(value_node)], var=var)
         if id(kw) in previous_end:
             knob.kw_span = (*previous_end[id(kw)], kw.end_lineno, kw.end_col_offset)
         leader = next((k for k in site.knobs if var and k.var == var and k.spans[:1] == knob.spans[:1]), None)
@@ -264,7 +264,7 @@ def _launch_site(text: str, node: ast.Call, kdef: ast.FunctionDef, bound: dict[s
             site.notes.append(f"{kw.arg} is passed the same name ({var}) as {leader.name}, and follows it")
             continue
         if kind == "constexpr":
-            knob.spans += [_span(g) for g in grid_literals if g.value == lit and lit > 1]
+            knob.spans += [source_span(g) for g in grid_literals if g.value == lit and lit > 1]
         site.knobs.append(knob)
     last = node.args[-1] if node.args and not node.keywords else (node.keywords[-1].value if node.keywords else None)
     if last is not None:
@@ -308,8 +308,8 @@ def computed_knob(text: str, name: str, kind: str, node: ast.AST, var: Optional[
         return None
     if isinstance(node, (ast.Compare, ast.BoolOp, ast.Lambda)):
         return None
-    src = _slice(text, _span(node))
-    ek = ExprKnob(name=name, kind=kind, text=src, span=_span(node), var=var)
+    src = _slice(text, source_span(node))
+    ek = ExprKnob(name=name, kind=kind, text=src, span=source_span(node), var=var)
     e = src if isinstance(node, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)) else f"({src})"
     if kind == "constexpr":
         ek.values = scaled(src)
@@ -357,8 +357,8 @@ def heuristic_knobs(text: str, kdef: ast.FunctionDef, taken: set[str]) -> list[E
         for k, v in zip(dec.args[0].keys, dec.args[0].values):
             if (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value not in taken
                     and BLOCK_LIKE.search(k.value) and isinstance(v, ast.Lambda)):
-                src = _slice(text, _span(v.body))
-                out.append(ExprKnob(name=k.value, kind="heuristic", text=src, span=_span(v.body), values=scaled(src)))
+                src = _slice(text, source_span(v.body))
+                out.append(ExprKnob(name=k.value, kind="heuristic", text=src, span=source_span(v.body), values=scaled(src)))
     return out
 
 
@@ -437,7 +437,7 @@ def find_autotune(text: str, kernel: str) -> tuple[Optional[AutotuneConfigs], Op
                 if kw.arg in LAUNCH_OPTIONS and _int_literal(kw.value) is not None:
                     cfg[kw.arg] = _int_literal(kw.value)
             configs.append(cfg)
-        return AutotuneConfigs(kernel, _span(arg), call_name, configs), None
+        return AutotuneConfigs(kernel, source_span(arg), call_name, configs), None
     return None, None
 
 
@@ -551,7 +551,7 @@ def render_autotune_launch(text: str, site: LaunchSite, configs: list[dict[str, 
             for n in ast.walk(tree):
                 if (_int_literal(n) == k.value and k.value > 1 and any(_same_literal(site.grid_span, s, n) for s in k.spans)) \
                         or (isinstance(n, ast.Name) and k.var and n.id == k.var):
-                    local[_span(n)] = f"META[{name!r}]"
+                    local[source_span(n)] = f"META[{name!r}]"
         if local:
             edits[site.grid_span] = f"lambda META: {apply(grid_text, local)}"
     for name in tuned:

@@ -34,7 +34,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .knobs import Span, _span, end_of_arg
+from .knobs import Span, source_span, end_of_arg
 
 TF32_ARCHS_ROCM = ("gfx942", "gfx950")
 """AMD archs whose ``tl.dot`` takes ``input_precision="tf32"`` (CDNA3 and later)."""
@@ -90,11 +90,11 @@ def rows_rewrite(text: str, kdef: ast.FunctionDef, site) -> Rewrite | None:
     if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.end_lineno > n.lineno
            for st in rest for n in ast.walk(st)):
         return None  # a multi-line string would change if indented
-    grid = next((n for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List)) and _span(n) == site.grid_span), None)
+    grid = next((n for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List)) and source_span(n) == site.grid_span), None)
     if grid is None or len(grid.elts) != 1 or isinstance(grid.elts[0], ast.Constant):
         return None
     e = grid.elts[0]
-    es = _span(e)
+    es = source_span(e)
     knob_vars = {k.var for k in site.knobs if k.var} | {x.var for x in site.exprs if x.var}
     inside = lambda s: (s[0], s[1]) >= es[:2] and (s[2], s[3]) <= es[2:]  # noqa: E731
     if any(inside(sp) for k in site.knobs for sp in k.spans) or any(inside(x.span) for x in site.exprs) or \
@@ -126,7 +126,7 @@ def rows_rewrite(text: str, kdef: ast.FunctionDef, site) -> Rewrite | None:
         for ln in range(first + 1, last + 1):
             if lines[ln - 1].strip():
                 inserts[(ln, 0)] = "        "
-        rw.options[f"{r} per program"] = ({_span(pid): "(_geak_first + _geak_r)"}, inserts)
+        rw.options[f"{r} per program"] = ({source_span(pid): "(_geak_first + _geak_r)"}, inserts)
     return rw
 
 
@@ -211,5 +211,5 @@ def precision_rewrite(kdef: ast.FunctionDef, backend: str, arch: str) -> Rewrite
         return None
     rw = Rewrite("input_precision", "as written", {"as written": ({}, {})})
     for c in choices:
-        rw.options[c] = ({_span(kw): f'input_precision="{c}"' for kw in exact}, {})
+        rw.options[c] = ({source_span(kw): f'input_precision="{c}"' for kw in exact}, {})
     return rw

@@ -53,7 +53,7 @@ def detect_gpus(device: str, gpus: Optional[str]) -> list[Optional[str]]:
     return [str(i) for i in range(n)] if n > 1 else [None]
 
 
-def _crashed(jid: str, message: str, kind: str = "internal") -> EvalResult:
+def crashed_result(jid: str, message: str, kind: str = "internal") -> EvalResult:
     return EvalResult(status="crashed", correct=False, id=jid, message=message,
                       error=ErrorInfo(kind=kind, side="harness", message=message))
 
@@ -236,7 +236,7 @@ class Scheduler:
 
     def _evaluate(self, lane: Lane, jid: str, text: str, attempts: int) -> EvalResult:
         if attempts > MAX_ATTEMPTS:
-            return _crashed(jid, f"the runner stopped {attempts - 1} times while evaluating this request; "
+            return crashed_result(jid, f"the runner stopped {attempts - 1} times while evaluating this request; "
                                  "it was not started again", kind="worker_died")
         try:
             req = request_from_json(text)
@@ -247,9 +247,9 @@ class Scheduler:
         try:
             return lane.runner.evaluate(req)
         except PoolError as e:
-            return _crashed(jid, str(e), kind="runner_unavailable")
+            return crashed_result(jid, str(e), kind="runner_unavailable")
         except Exception as e:
             log.error("job %s: %s", jid, traceback.format_exc())
-            return _crashed(jid, f"internal error in the runner: {type(e).__name__}: {e}")
+            return crashed_result(jid, f"internal error in the runner: {type(e).__name__}: {e}")
 
 
