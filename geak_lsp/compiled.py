@@ -83,10 +83,10 @@ def build_listing(req: Request, symbol: str, rel: str, files: dict[str, str], re
     """The document for a target from its compile reports (``EvalResult.resources``)."""
     from agent.asm import blocks, source_path, statement_of, statement_spans, summarize
     from agent.render import listing_lines
-    from runner.aot import ARCHS, default_stage
+    from runner.aot import ARCHS, DEFAULT_ARCH, default_stage
     launches = [r for r in resources if r.variant is None]
     mine = [r for r in launches if r.kernel == req.name] or launches
-    shown_arch = mine[0].arch if mine else (arch if arch in ARCHS else "sm_90")
+    shown_arch = mine[0].arch if mine else (arch if arch in ARCHS else DEFAULT_ARCH)
     stage = (mine[0].listing_stage if mine and mine[0].listing_stage else
              req.stage or default_stage(shown_arch))
     what = req.name if req.name != symbol else f"the kernels {symbol} launches"

@@ -8,9 +8,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from runner.aot import ARCHS as _AOT_ARCHS
+
 STRATEGIES = ("auto", "tune", "llm", "compile")
 PROVIDERS = ("openai", "anthropic")
-ARCHS = ("sm_80", "sm_90", "gfx90a", "gfx942")  # runner.aot.ARCHS, without importing it
+ARCHS = tuple(_AOT_ARCHS)  # the compile module's GPUs
 EMITS = ("constants", "autotune")
 DEVICES = ("auto", "cuda", "interpreter")
 

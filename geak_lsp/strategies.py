@@ -170,7 +170,8 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
 
 def aot_arch(runner, settings: Settings) -> str:
     """The GPU compile reports are for: ``geak.arch``, else the runner's GPU, else sm_90."""
-    return settings.arch or ("sm_90" if interpreted(runner, settings) else "device")
+    from runner.aot import DEFAULT_ARCH
+    return settings.arch or (DEFAULT_ARCH if interpreted(runner, settings) else "device")
 
 
 def interpreted(runner, settings: Settings) -> bool:

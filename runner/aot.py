@@ -50,7 +50,7 @@ class ArchLimits:
     @property
     def default_stages(self) -> int:
         """Triton's ``num_stages`` when a launch does not say (2 with AMD's stream pipeliner)."""
-        return 3 if self.backend == "cuda" else 2
+        return default_launch(self.backend)["num_stages"]
 
     def gpu_target(self):
         from triton.backends.compiler import GPUTarget
@@ -72,7 +72,16 @@ _DTYPES = {
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "float8_e4m3fnuz": "fp8e4b8",
     "float8_e5m2fnuz": "fp8e5b16",
 }
-_OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+"""The options a Triton launch takes beside the kernel's arguments."""
+TUNED_LAUNCH_OPTIONS = LAUNCH_OPTIONS[:3]
+"""Those the tuner searches (``agent.tune.knobs``)."""
+
+
+def default_launch(backend: str) -> dict[str, int]:
+    """What Triton uses when a launch does not say, for a backend in ``DeviceInfo``'s words
+    (``cuda``, ``rocm``): ``num_stages`` is 2 with AMD's stream pipeliner."""
+    return {"num_warps": 4, "num_stages": 3 if backend == "cuda" else 2, "num_ctas": 1}
 
 STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx", "sass"), "rocm": ("ttir", "ttgir", "llir", "amdgcn")}
 """The compile stages a listing can show, per backend; the first-named default is the last."""
@@ -138,7 +147,7 @@ def with_config(launch: LaunchSignature, config: dict) -> LaunchSignature:
     names that are neither a constexpr of the kernel nor an option are ignored."""
     consts = tuple((k, config.get(k, v)) for k, v in launch.constexprs)
     opts = dict(launch.options)
-    opts.update({k: v for k, v in config.items() if k in _OPTION_NAMES})
+    opts.update({k: v for k, v in config.items() if k in LAUNCH_OPTIONS})
     return LaunchSignature(launch.signature, consts, launch.divisible, tuple(sorted(opts.items())),
                            launch.specialized)
 
@@ -169,9 +178,9 @@ def describe_launch(raw_fn, args: tuple, kwargs: dict,
             params = _PARAMS[raw_fn] = list(inspect.signature(raw_fn).parameters.values())
         except (TypeError, ValueError):
             return None
-    options = tuple((k, kwargs[k]) for k in _OPTION_NAMES if k in kwargs)
+    options = tuple((k, kwargs[k]) for k in LAUNCH_OPTIONS if k in kwargs)
     values = dict(zip([p.name for p in params], args))
-    values.update({k: v for k, v in kwargs.items() if k not in _OPTION_NAMES})
+    values.update({k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS})
     spec = _specializer()
     sig, consts, div, attributed = [], [], [], []
     for i, p in enumerate(params):

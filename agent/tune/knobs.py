@@ -35,10 +35,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runner.aot import TUNED_LAUNCH_OPTIONS as LAUNCH_OPTIONS  # the compile module's list
 from runner.source import is_triton_kernel, top_level_names
 
 Span = tuple[int, int, int, int]  # lineno, col, end_lineno, end_col (ast conventions)
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
 BLOCK_LIKE = re.compile(r"(?i)block|tile|^B[A-Z]$")
 """Names of constexprs that size a block (``BLOCK_SIZE``, ``TILE_N``, ``BT``, ``BK``): the ones
 whose computed value is worth scaling; flags, dtypes and problem sizes are not."""

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from runner.aot import default_launch
 from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
 from ..deadline import BudgetRunner, Deadline
@@ -39,8 +40,7 @@ from .rewrites import kernel_rewrites, rows_rewrite
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "rocm": (1, 2)}
-DEFAULT_LAUNCH = {"cuda": {"num_warps": 4, "num_stages": 3, "num_ctas": 1},
-                  "rocm": {"num_warps": 4, "num_stages": 2, "num_ctas": 1}}
+DEFAULT_LAUNCH = {backend: default_launch(backend) for backend in ("cuda", "rocm")}
 """What Triton uses when a launch does not say (``num_stages`` default differs on AMD). Keyed by
 backend, in ``DeviceInfo``'s words: ``cuda`` or ``rocm``."""
 MAX_AUTOTUNE_CONFIGS = 4
