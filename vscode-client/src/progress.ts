@@ -1,7 +1,7 @@
-/** The server's job progress (window/workDoneProgress): a notification with a cancel button,
- * and the status bar's view of the running job. Replaces the client library's default handler,
- * which shows only a status bar spinner without cancel. The end of a job is said once, by
- * jobEnd.ts. */
+/** The server's job progress (window/workDoneProgress): a notification with a cancel button.
+ * Replaces the client library's default handler, which shows only a status bar spinner without
+ * cancel. The status bar reads geak/jobStatus instead (statusBar.ts); the end of a job is said
+ * once, by jobEnd.ts. */
 
 import * as vscode from "vscode";
 import type { BaseLanguageClient } from "vscode-languageclient";
@@ -9,13 +9,12 @@ import {
   WorkDoneProgress, WorkDoneProgressCancelNotification, WorkDoneProgressCreateRequest,
   type ProgressToken, type WorkDoneProgressBegin, type WorkDoneProgressEnd, type WorkDoneProgressReport,
 } from "vscode-languageserver-protocol";
-import type { StatusBar } from "./statusBar";
 
 /** The part of the language client this needs. */
 export type ProgressClient = Pick<BaseLanguageClient, "onRequest" | "onProgress" | "sendNotification">;
 
 /** ``onEnd``: told when a job's progress ends (its title and end message). */
-export function trackProgress(client: ProgressClient, status: StatusBar,
+export function trackProgress(client: ProgressClient,
   onEnd: (token: string, title: string, message: string | undefined) => void = () => undefined): vscode.Disposable {
   const live = new Set<vscode.Disposable>();
   const onCreate = client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
@@ -28,7 +27,6 @@ export function trackProgress(client: ProgressClient, status: StatusBar,
       (v: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => {
         if (v.kind === "begin") {
           title = v.title;
-          status.begin(key, v.title, v.message ?? "");
           void vscode.window.withProgress(
             { location: vscode.ProgressLocation.Notification, title: v.title, cancellable: v.cancellable ?? false },
             (progress, cancel) => {
@@ -40,13 +38,11 @@ export function trackProgress(client: ProgressClient, status: StatusBar,
               return new Promise<void>((resolve) => { finish = resolve; });
             });
         } else if (v.kind === "report") {
-          status.report(key, v.message);
           const pct = typeof v.percentage === "number" ? Math.max(0, Math.min(100, v.percentage)) : undefined;
           const increment = pct !== undefined ? Math.max(0, pct - reported) : undefined;
           if (pct !== undefined) reported = Math.max(reported, pct);
           report?.({ message: v.message, increment });
         } else if (v.kind === "end") {
-          status.end(key);
           finish?.();
           onEnd(key, title, v.message);
           sub.dispose();

@@ -182,7 +182,7 @@ export class GeakServer implements vscode.Disposable {
     this.running = true;
     const offered = client.initializeResult?.capabilities.experimental as { geakJobEnd?: boolean } | undefined;
     this.jobEnds.serverSaysEnds = offered?.geakJobEnd === true;
-    this.progress = trackProgress(client, this.status, (_token, title, message) => this.jobEnds.progressEnded(title, message));
+    this.progress = trackProgress(client, (_token, title, message) => this.jobEnds.progressEnded(title, message));
     this.stateWatch = client.onDidChangeState((e) => {
       if (this.client !== client) return;
       if (e.newState === State.Running) this.status.setState("running");

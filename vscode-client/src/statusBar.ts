@@ -1,5 +1,6 @@
-/** The status bar item: runner and device when idle; the running job and its best verified
- * speedup so far while one runs (from the server's geak/jobStatus). Clicking it shows the log. */
+/** The status bar item: runner and device when idle; the running jobs, the last one named with
+ * its best verified speedup so far, while jobs run. Driven by the server's geak/jobStatus alone,
+ * keyed by job id (the progress notifications are for people). Clicking it shows the log. */
 
 import * as vscode from "vscode";
 import type { ClientSettings } from "./settings";
@@ -31,6 +32,12 @@ export interface JobView {
   best?: string;
 }
 
+/** A job as the status bar says it: "optimizing add_relu", its last message, its best speedup. */
+export function jobView(s: JobStatus): JobView {
+  const verb = s.kind === "benchmark" ? "benchmarking" : "optimizing";
+  return { title: `${verb} ${s.name}${s.state === "queued" ? " (queued)" : ""}`, message: s.message, best: speedupText(s.bestSpeedup) };
+}
+
 /** A speedup as the status bar shows it: 1.4213 -> "1.42x". */
 export function speedupText(x: number | null | undefined): string | undefined {
   return typeof x === "number" && Number.isFinite(x) ? `${x.toFixed(2)}x` : undefined;
@@ -56,19 +63,17 @@ export function statusText(s: ClientSettings, jobs: JobView[], state: "starting"
     return { text: `$(rocket) GEAK: ${where}`, tooltip: `GEAK: runner ${runnerText(s)}, device ${s.device}, strategy ${strategy}` };
   }
   const j = jobs[jobs.length - 1];
-  const name = j.title.replace(/^GEAK:\s*/, "");
   const more = jobs.length > 1 ? ` (+${jobs.length - 1})` : "";
   return {
-    text: `$(sync~spin) GEAK: ${name}${j.best ? ` — best ${j.best}` : ""}${more}`,
+    text: `$(sync~spin) GEAK: ${j.title}${j.best ? ` — best ${j.best}` : ""}${more}`,
     tooltip: `${jobs.map((x) => `${x.title}: ${x.message}`).join("\n")}\nrunner ${where}`,
   };
 }
 
 export class StatusBar implements vscode.Disposable {
   readonly item: vscode.StatusBarItem;
+  /** Queued and running jobs by job id, in the order they started. */
   private readonly jobs = new Map<string, JobView>();
-  /** The best verified speedup per progress token, from geak/jobStatus (which may come first). */
-  private readonly best = new Map<string, string>();
   private state: "starting" | "running" | "stopped" | "failed" = "starting";
 
   constructor(private settings: ClientSettings) {
@@ -90,39 +95,17 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
-  begin(token: string, title: string, message = ""): void {
-    this.jobs.set(token, { title, message, best: this.best.get(token) });
-    this.render();
-  }
-
-  report(token: string, message: string | undefined): void {
-    const j = this.jobs.get(token);
-    if (!j || message === undefined) return;
-    j.message = message;
-    this.render();
-  }
-
-  end(token: string): void {
-    this.jobs.delete(token);
-    this.best.delete(token);
-    this.render();
-  }
-
-  /** geak/jobStatus: the job's best verified speedup so far. */
+  /** geak/jobStatus: a job started, moved on, or ended. A best speedup once seen stays shown
+   * while the job runs (a later status without one does not take it back). */
   status(s: JobStatus): void {
-    if (!s.token) return;
     if (s.state !== "queued" && s.state !== "running") {
-      this.best.delete(s.token);
-      return;
+      this.jobs.delete(s.job);
+    } else {
+      const view = jobView(s);
+      view.best ??= this.jobs.get(s.job)?.best;
+      this.jobs.set(s.job, view);
     }
-    const best = speedupText(s.bestSpeedup);
-    if (!best) return;
-    this.best.set(s.token, best);
-    const j = this.jobs.get(s.token);
-    if (j) {
-      j.best = best;
-      this.render();
-    }
+    this.render();
   }
 
   get text(): string {

@@ -32,51 +32,57 @@ describe("the status bar", () => {
     stage: "iteration", message: "", evaluated: 1, verified: 1, done: 1, total: 3, bestSpeedup: null, ...over,
   });
 
-  it("shows runner and device, then the running job with its best speedup from geak/jobStatus, then idle again", async () => {
+  it("shows runner and device, then the running job with its best speedup from geak/jobStatus, then idle again", () => {
     const status = new StatusBar({ ...base, runnerUrl: "http://gpu-box:8765", device: "cuda" });
     status.setState("running");
     expect(status.text).toBe("$(rocket) GEAK: gpu-box:8765 · cuda");
-    const f = fakeClient();
-    trackProgress(f.client, status);
-    f.create("geak-j1");
-    f.send("geak-j1", { kind: "begin", title: "GEAK: optimizing add_relu", cancellable: true, message: "starting", percentage: 0 });
-    expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu");
-    // The progress text is for people: a speedup written in it is not read.
-    f.send("geak-j1", { kind: "report", message: "iteration 1/3: 1 of 1 verified, best verified 1.31x", percentage: 40 });
+    status.status(jobStatus({ state: "queued", stage: "", message: "waiting for a free job slot" }));
+    expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu (queued)");
+    status.status(jobStatus({ message: "iteration 1/3: 1 of 1 verified, best verified 1.31x" }));
+    // The message is for people: a speedup written in it is not read.
     expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu");
     status.status(jobStatus({ bestSpeedup: 1.3149 }));
     expect(status.text).toBe("$(sync~spin) GEAK: optimizing add_relu — best 1.31x");
-    f.send("geak-j1", { kind: "report", message: "iteration 2/3: 0 of 1 verified", percentage: 70 });
-    status.status(jobStatus({ done: 2, bestSpeedup: null }));
+    status.status(jobStatus({ done: 2, bestSpeedup: null, message: "iteration 2/3" }));
     expect(status.text).toContain("best 1.31x");
-    expect(mock.progressRuns[0].reports).toContainEqual({ message: "iteration 1/3: 1 of 1 verified, best verified 1.31x", increment: 40 });
-    f.send("geak-j1", { kind: "end", message: "applied: 1.31x faster" });
+    expect(mock.statusItems[0].tooltip).toContain("optimizing add_relu: iteration 2/3");
+    status.status(jobStatus({ state: "done", bestSpeedup: 1.3149 }));
     expect(status.text).toBe("$(rocket) GEAK: gpu-box:8765 · cuda");
+  });
+
+  it("keys jobs by id: two at once, the last named; one ending leaves the other", () => {
+    const status = new StatusBar(base);
+    status.setState("running");
+    status.status(jobStatus({ job: "job-3", name: "f", bestSpeedup: 2.5 }));
+    status.status(jobStatus({ job: "job-4", name: "g", kind: "benchmark" }));
+    expect(status.text).toBe("$(sync~spin) GEAK: benchmarking g (+1)");
+    status.status(jobStatus({ job: "job-4", name: "g", kind: "benchmark", state: "cancelled" }));
+    expect(status.text).toBe("$(sync~spin) GEAK: optimizing f — best 2.50x");
+    status.status(jobStatus({ job: "job-3", name: "f", state: "failed" }));
+    expect(status.text).toBe("$(rocket) GEAK: local · auto");
+    // A job's status with no progress token (a client without window progress) shows the same.
+    status.status(jobStatus({ job: "job-5", token: null, name: "h" }));
+    expect(status.text).toBe("$(sync~spin) GEAK: optimizing h");
+    status.setState("stopped");
+    expect(status.text).toBe("$(circle-slash) GEAK");
+  });
+
+  it("the progress notification shows the job's reports and ends with it", () => {
+    const f = fakeClient();
+    const ended: string[] = [];
+    trackProgress(f.client, (_t, title, message) => ended.push(`${title}: ${message}`));
+    f.create("geak-j1");
+    f.send("geak-j1", { kind: "begin", title: "GEAK: optimizing add_relu", cancellable: true, message: "starting", percentage: 0 });
+    f.send("geak-j1", { kind: "report", message: "iteration 1/3: 1 of 1 verified", percentage: 40 });
+    expect(mock.progressRuns[0].reports).toContainEqual({ message: "iteration 1/3: 1 of 1 verified", increment: 40 });
+    f.send("geak-j1", { kind: "end", message: "applied: 1.31x faster" });
+    expect(ended).toEqual(["GEAK: optimizing add_relu: applied: 1.31x faster"]);
     expect(f.progress.has("geak-j1")).toBe(false);
   });
 
-  it("a status that comes before the progress begins is kept for it; another job's is not shown", () => {
-    const status = new StatusBar(base);
-    status.setState("running");
-    const f = fakeClient();
-    trackProgress(f.client, status);
-    status.status(jobStatus({ token: "geak-j3", bestSpeedup: 2.5 }));
-    status.status(jobStatus({ token: "geak-other", bestSpeedup: 9 }));
-    f.create("geak-j3");
-    f.send("geak-j3", { kind: "begin", title: "GEAK: optimizing f", cancellable: true });
-    expect(status.text).toBe("$(sync~spin) GEAK: optimizing f — best 2.50x");
-    status.status(jobStatus({ token: "geak-j3", state: "done", bestSpeedup: 2.5 }));
-    f.send("geak-j3", { kind: "end", message: "done" });
-    f.create("geak-j4");
-    f.send("geak-j4", { kind: "begin", title: "GEAK: optimizing g", cancellable: true });
-    expect(status.text).toBe("$(sync~spin) GEAK: optimizing g");
-  });
-
   it("cancelling the notification cancels the job on the server", async () => {
-    const status = new StatusBar(base);
-    status.setState("running");
     const f = fakeClient();
-    trackProgress(f.client, status);
+    trackProgress(f.client);
     f.create("geak-j2");
     f.send("geak-j2", { kind: "begin", title: "GEAK: benchmarking f", cancellable: true });
     expect(mock.progressRuns[0].options).toMatchObject({ cancellable: true, location: mock.ProgressLocation.Notification });
