@@ -23,7 +23,7 @@ from lsprotocol import types as t
 
 from conftest import ADD_RELU, ROOT, Project, kernel_variant
 from llm_server import ScriptedLLM
-from lsp.geak_editor import VSCODE_EXTENSION, Editor, start, stop
+from lsp.geak_editor import VSCODE_EXTENSION, Editor, check_wire, start, stop
 
 aio = pytest.mark.asyncio(loop_scope="function")
 
@@ -405,6 +405,12 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
         assert end[0]["results"] is True and end[0]["message"].startswith("applied: iteration 1, candidate ")
         res = await ed.execute(t.Command(title="r", command="geak.results", arguments=[{"uri": uri, "name": "add_relu"}]))
         assert res["symbol"] == "add_relu" and res["path"] == "k.py" and len(res["runs"]) == 1
+        # What the extension's types say it gets (one schema for both sides, tests/test_wire.py).
+        check_wire("Results", res)
+        for payload in ed.job_statuses:
+            check_wire("JobStatus", payload)
+        for payload in ed.job_ends:
+            check_wire("JobEnd", payload)
         run = res["runs"][0]
         assert (run["strategy"], run["outcome"], run["device"]) == ("llm", "not-timed", "Triton CPU interpreter")
         assert run["result_hash"] == res["source_hash"], "the applied result is the code now"

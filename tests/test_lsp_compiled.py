@@ -13,7 +13,7 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcInvalidParams
 
 from conftest import ADD_RELU, Project
-from lsp.geak_editor import VSCODE_EXTENSION, start, stop
+from lsp.geak_editor import VSCODE_EXTENSION, check_wire, start, stop
 
 aio = pytest.mark.asyncio(loop_scope="function")
 INIT = {"geak": {"device": "interpreter", "trials": 1, "workers": 2}}
@@ -85,6 +85,7 @@ async def test_the_compiled_view_maps_sass_ptx_and_amdgcn_to_source_lines_and_ba
         assert await ed.hover(uri, LOADS[0]) is None
 
         sass = await ed.execute(compiled(uri, "add_relu_kernel"))
+        check_wire("CompiledDoc", sass)
         assert (sass["arch"], sass["stage"], sass["kernels"], sass["error"]) == ("sm_90", "sass", ["add_relu_kernel"], None)
         assert sass["stages"] == ["ttir", "ttgir", "llir", "ptx", "sass"] and "gfx942" in sass["archs"]
         assert len(sass["lines"]) == len(sass["text"].splitlines())
@@ -121,6 +122,7 @@ async def test_the_compiled_view_maps_sass_ptx_and_amdgcn_to_source_lines_and_ba
         lines = NO_WRAPPER.splitlines()
         call = lines.index("    x = tl.load(")
         multi = await ed.execute(compiled(uri, "scale_kernel"))
+        check_wire("CompiledDoc", multi)
         assert [call, call + 3] in multi["spans"]
         for line in range(call, call + 4):
             assert has(following(multi, line), "LDG"), (line, following(multi, line))

@@ -7,6 +7,7 @@ The server under test is the real ``python -m geak_lsp`` subprocess."""
 from __future__ import annotations
 
 import asyncio
+import json
 import concurrent.futures
 import os
 import sys
@@ -201,6 +202,16 @@ CAPABILITIES = t.ClientCapabilities(
                 code_action_kind=t.ClientCodeActionKindOptions(value_set=["refactor", "quickfix"])),
             disabled_support=True),
         hover=t.HoverClientCapabilities(content_format=[t.MarkupKind.Markdown])))
+
+WIRE = json.loads((ROOT / "geak_lsp" / "wire.schema.json").read_text(encoding="utf-8"))
+"""What the server sends the VS Code extension besides LSP (the extension's types come from it)."""
+
+
+def check_wire(name: str, payload: Any) -> None:
+    """``payload`` is a ``name`` of the wire schema (jsonschema.ValidationError says where not)."""
+    import jsonschema
+    jsonschema.validate(payload, {**WIRE, "$ref": f"#/$defs/{name}"})
+
 
 VSCODE_EXTENSION = attrs.evolve(CAPABILITIES, experimental={"geakShowResults": True, "geakJobEnd": True,
                                                              "geakJobStatus": True, "geakShowCompiled": True})

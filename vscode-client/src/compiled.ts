@@ -9,6 +9,7 @@
  * is saved. */
 
 import * as vscode from "vscode";
+import type { CompiledDoc } from "./wire";
 
 export const COMPILED_SCHEME = "geak-compiled";
 
@@ -19,24 +20,8 @@ export interface CompiledTarget {
   stage?: string;
 }
 
-/** geak.compiledCode's answer. `lines[i]`: the 0-based source line of the listing's line i, or -1;
- * `spans`: statements over several source lines, [first, last] (a cursor on any of their lines
- * stands for all of them: the compiler may give a `tl.load(` the line its mask is on). */
-export interface CompiledDoc {
-  uri: string;
-  name: string;
-  symbol: string;
-  path: string;
-  arch: string;
-  stage: string;
-  text: string;
-  lines: number[];
-  spans?: Array<[number, number]>;
-  kernels: string[];
-  error?: string | null;
-  archs: string[];
-  stages: string[];
-}
+/** geak.compiledCode's answer (its type is generated from the wire schema). */
+export type { CompiledDoc };
 
 export type FetchCompiled = (target: CompiledTarget) => Promise<CompiledDoc | { error: string } | undefined>;
 

@@ -4,21 +4,13 @@
  * progress-end message shown instead. */
 
 import * as vscode from "vscode";
+import type { JobEnd } from "./wire";
 
 export const JOB_END = "geak/jobEnd";
 export const SHOW_RESULTS = "Show Results";
 export const SHOW_LOG = "Show Log";
 
-export interface JobEnd {
-  job: string;
-  token?: string | null;
-  uri: string;
-  name: string;
-  kind: string;
-  outcome: string;
-  message: string;
-  results: boolean;
-}
+export type { JobEnd };
 
 /** What the notification says (pure). */
 export function jobEndMessage(e: JobEnd): { text: string; warning: boolean; buttons: string[] } {

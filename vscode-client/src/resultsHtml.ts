@@ -1,69 +1,13 @@
 /** The results view's page, from the server's geak.results answer. Pure: plain HTML (no
  * script), themed with VS Code's CSS variables, every value escaped. */
 
-export interface CaseRow {
-  label: string;
-  shapes: string;
-  passed: boolean;
-  skipped?: string | null;
-  ref_ms?: number | null;
-  cand_ms?: number | null;
-  speedup?: number | null;
-  bw_pct_peak?: number | null;
-  flops_pct_peak?: number | null;
-  max_abs_err?: number | null;
-  max_rel_err?: number | null;
-  detail?: string | null;
-}
+import type { CandidateRecord, CaseRecord, CompiledDiff, Results, RunRecord } from "./wire";
 
-export interface CandidateRow {
-  label: string;
-  verdict: string;
-  correct: boolean;
-  speedup?: number | null;
-  message: string;
-  chosen: boolean;
-  cases: CaseRow[];
-}
-
-/** agent.asm.compiled_difference: per kernel and launch config, rows [label, original, result, changed]. */
-export interface CompiledDiff {
-  arch: string;
-  stage?: string | null;
-  kernels: Array<{ kernel: string; config: string; side: "both" | "original" | "candidate"; error?: string | null;
-    rows: Array<[string, string, string, boolean]> }>;
-}
-
-export interface RunRow {
-  name: string;
-  symbol: string;
-  kind: string;
-  strategy: string;
-  device: string;
-  started_at: number;
-  finished_at: number;
-  outcome: string;
-  message: string;
-  speedup?: number | null;
-  original: CaseRow[];
-  candidates: CandidateRow[];
-  notes: string[];
-  source_hash: string;
-  result_hash?: string | null;
-  compiled?: CompiledDiff | null;
-}
-
-export interface Results {
-  uri: string;
-  name: string;
-  symbol: string;
-  path: string;
-  source_hash?: string | null;
-  runs: RunRow[];
-  /** Set by the client, never by the server: why there are no results (the server answered
-   * geak.results with an error, or is not running). */
-  error?: string;
-}
+/** What geak.results answers: its types are generated from the wire schema (src/wire.ts). */
+export type CaseRow = CaseRecord;
+export type CandidateRow = CandidateRecord;
+export type RunRow = RunRecord;
+export type { CompiledDiff, Results };
 
 export function esc(x: unknown): string {
   return String(x ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]!));

@@ -4,27 +4,12 @@
 
 import * as vscode from "vscode";
 import type { ClientSettings } from "./settings";
+import type { JobStatus } from "./wire";
 
 export const JOB_STATUS = "geak/jobStatus";
 
-/** geak/jobStatus: where a job stands, as numbers (sent at each change by a server that offers
- * ServerCapabilities.experimental.geakJobStatus). */
-export interface JobStatus {
-  job: string;
-  token?: string | null;
-  uri: string;
-  name: string;
-  kind: string;
-  state: "queued" | "running" | "done" | "failed" | "cancelled";
-  stage: string;
-  message: string;
-  evaluated: number;
-  verified: number;
-  done: number;
-  total?: number | null;
-  bestSpeedup?: number | null;
-  percentage?: number | null;
-}
+/** geak/jobStatus (its type is generated from the wire schema). */
+export type { JobStatus };
 
 export interface JobView {
   title: string;

@@ -10,7 +10,7 @@ function doc(over: Partial<CompiledDoc> = {}): CompiledDoc {
   const text = ["GEAK: add_relu_kernel ...", "", "== add_relu_kernel sm_90 sass", "# k.py:12  x = tl.load(x_ptr + offs)",
     "    @!P0 LDG.E R2, desc[UR4][R4.64]", "    IMAD R3, R2, 0x4, RZ", "# k.py:13  y = tl.load(y_ptr + offs)", "    LDG.E R6, desc[UR4][R8.64]"].join("\n");
   return { uri: SRC, name: "add_relu_kernel", symbol: "add_relu", path: "k.py", arch: "sm_90", stage: "sass", text,
-    lines: [-1, -1, -1, 11, 11, 11, 12, 12], kernels: ["add_relu_kernel"], error: null,
+    lines: [-1, -1, -1, 11, 11, 11, 12, 12], spans: [], kernels: ["add_relu_kernel"], error: null,
     archs: ["sm_80", "sm_90", "gfx90a", "gfx942"], stages: ["ttir", "ttgir", "llir", "ptx", "sass"], ...over };
 }
 
@@ -85,7 +85,7 @@ describe("the compiled view", () => {
     const onScreen = mock.mockEditor(viewUri(doc()));
     onScreen.viewColumn = 2;
     mock.window.visibleTextEditors = [onScreen];
-    fetch.mockResolvedValue(doc({ stage: "ptx", text: "ld.global", lines: [-1] }));
+    fetch.mockResolvedValue(doc({ stage: "ptx", text: "ld.global", lines: [-1], spans: [] }));
     mock.window.showQuickPick.mockResolvedValueOnce({ label: "PTX", stage: "ptx" });
     await views.switchStage(viewUri(doc()));
     expect(fetch).toHaveBeenLastCalledWith({ uri: SRC, name: "add_relu_kernel", arch: "sm_90", stage: "ptx" });

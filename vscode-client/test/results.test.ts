@@ -8,7 +8,7 @@ import { esc, resultsHtml, type Results, type RunRow } from "../src/resultsHtml"
 const mock = vscode as unknown as typeof import("./vscode.mock");
 
 const RUN: RunRow = {
-  name: "add_relu", symbol: "add_relu", kind: "optimize", strategy: "llm", device: "Triton CPU interpreter",
+  path: "k.py", name: "add_relu", symbol: "add_relu", kind: "optimize", strategy: "llm", device: "Triton CPU interpreter",
   started_at: 1_700_000_000, finished_at: 1_700_000_012, outcome: "not-timed",
   message: "iteration 1, candidate 1 is verified correct on the Triton CPU interpreter but not timed", speedup: null,
   original: [{ label: "n=300", shapes: "x: float32[300], y: float32[300]", passed: true, ref_ms: null }],
@@ -110,7 +110,7 @@ describe("the end of a job, said once", () => {
     expect(mock.window.showInformationMessage.mock.calls[0]).toEqual([
       "GEAK Optimize add_relu: applied: iteration 1, candidate 1 is verified correct", SHOW_RESULTS]);
     expect(show).toHaveBeenCalledWith({ uri: "file:///p/k.py", name: "add_relu" });
-    const failed = jobEndMessage({ job: "j", uri: "u", name: "f", kind: "benchmark", outcome: "error",
+    const failed = jobEndMessage({ job: "j", token: null, uri: "u", name: "f", kind: "benchmark", outcome: "error",
       message: "GEAK: [tool.geak] bogus: unknown key", results: false });
     expect(failed).toEqual({ text: "GEAK Benchmark f: [tool.geak] bogus: unknown key", warning: true, buttons: ["Show Log"] });
   });

@@ -29,7 +29,7 @@ describe("the status bar", () => {
 
   const jobStatus = (over: Partial<JobStatus>): JobStatus => ({
     job: "job-1", token: "geak-j1", uri: "file:///k.py", name: "add_relu", kind: "optimize", state: "running",
-    stage: "iteration", message: "", evaluated: 1, verified: 1, done: 1, total: 3, bestSpeedup: null, ...over,
+    stage: "iteration", message: "", evaluated: 1, verified: 1, done: 1, total: 3, bestSpeedup: null, percentage: null, ...over,
   });
 
   it("shows runner and device, then the running job with its best speedup from geak/jobStatus, then idle again", () => {
