@@ -118,7 +118,7 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
         say(runner.progress("step", st.id, step=st, done=st.iteration, total=cfg.iterations))
 
     def on_iteration(it: int, steps) -> None:
-        from .llm.optimizer import choose, verified
+        from .llm.ranking import choose, verified
         best = choose(steps)
         p = Progress("iteration", "", evaluated=len(steps), verified=len(verified(steps)),
                      best_speedup=best.result.speedup if best else None, done=it + 1, total=cfg.iterations,

@@ -88,5 +88,3 @@ def pct_text(r: Optional[Roofline]) -> str:
     return r.text() if r is not None else "unknown"
 
 
-def near_roofline(r: Optional[Roofline], stop_pct: float = ROOFLINE_STOP_PCT) -> bool:
-    return r is not None and r.pct >= stop_pct

@@ -157,10 +157,6 @@ def describe(m: Merge) -> str:
     return "; ".join(parts) or "no change"
 
 
-def first_changed_line(m: Merge) -> Optional[int]:
-    return m.edits[0].start if m.edits else None
-
-
 ANNOTATION = "geak-result"
 
 

@@ -43,9 +43,9 @@ from typing import Optional
 
 from . import sandbox
 from .locks import RWLock
-from .process import Budget, Job, PoolError, Stopped, promote_compiles
+from .process import Budget, WorkerProcess, PoolError, Stopped, promote_compiles
 from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Limits, from_dict, to_dict
-from .session import Session
+from .session import Evaluation
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 REFERENCE_USES = 100  # evaluations one reference worker may serve
@@ -147,7 +147,7 @@ class ForkServer:
             raise PoolError(f"a worker could not start: {why}.{extra}\n{tail}".rstrip())
         return self.info
 
-    def spawn(self, job: Job) -> None:
+    def spawn(self, job: WorkerProcess) -> None:
         msg = json.dumps({"op": "spawn", "job": job.number, "scratch": job.scratch}).encode()
         child_sock, err_w = job.child_fds
         with self.lock:
@@ -265,21 +265,21 @@ class WorkerPool:
         sweep_stale_roots()
         self.root = tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-")
         self._cond = threading.Condition()
-        self._jobs: dict[int, Job] = {}
+        self._jobs: dict[int, WorkerProcess] = {}
         self._numbers = 0
-        self._spares: list[Job] = []
+        self._spares: list[WorkerProcess] = []
         self._starting = 0
         # Reference workers kept for their next evaluation: digest -> those at rest (oldest
         # first), least recently used digest first; at most ``size`` in all, so that evaluations
         # of one reference run side by side (a tuner's batch) each find one loaded.
-        self._refs: collections.OrderedDict[str, list[Job]] = collections.OrderedDict()
+        self._refs: collections.OrderedDict[str, list[WorkerProcess]] = collections.OrderedDict()
         self._resting: dict[str, int] = {}  # digest -> reference workers still giving back memory
         self._described: collections.OrderedDict[str, list] = collections.OrderedDict()
         """digest -> the input cases as the first reference worker of that digest described them
         (``described``), the most recent ``DESCRIBED_KEPT``."""
         self._server: Optional[ForkServer] = None
         self._compiler: Optional[ForkServer] = None  # compile workers' fork server, started on first use
-        self._compile_spare: Optional[Job] = None
+        self._compile_spare: Optional[WorkerProcess] = None
         self._info: Optional[DeviceInfo] = None
         self._closed = False
         self._slots = threading.Semaphore(self.size)
@@ -314,7 +314,7 @@ class WorkerPool:
                 del env[name]
         return env
 
-    def _forget(self, job: Job) -> None:
+    def _forget(self, job: WorkerProcess) -> None:
         with self._cond:
             self._jobs.pop(job.number, None)
 
@@ -359,12 +359,12 @@ class WorkerPool:
         server.wait_ready(self.start_timeout)
         return server
 
-    def _spawn(self, kind: str = "main") -> Job:
+    def _spawn(self, kind: str = "main") -> WorkerProcess:
         """Fork a worker and wait for its hello (its device, its sandbox)."""
         server = self._server_ready(kind)
         with self._cond:
             self._numbers += 1
-            job = Job(self, self._numbers)
+            job = WorkerProcess(self, self._numbers)
             self._jobs[job.number] = job
         try:
             server.spawn(job)
@@ -422,7 +422,7 @@ class WorkerPool:
     def _refill(self) -> None:
         threading.Thread(target=self._fill, daemon=True).start()
 
-    def _take_spare(self) -> Job:
+    def _take_spare(self) -> WorkerProcess:
         with self._cond:
             while self._spares:
                 job = self._spares.pop(0)
@@ -449,7 +449,7 @@ class WorkerPool:
             while len(self._described) > DESCRIBED_KEPT:
                 self._described.popitem(last=False)
 
-    def _take_reference(self, digest: str) -> Job:
+    def _take_reference(self, digest: str) -> WorkerProcess:
         with self._cond:
             # A reference worker of this digest still giving back what it held: it is ready
             # sooner than a new one would load.
@@ -469,7 +469,7 @@ class WorkerPool:
         job.digest = digest
         return job
 
-    def _return_reference(self, job: Job) -> None:
+    def _return_reference(self, job: WorkerProcess) -> None:
         """After an evaluation: the reference worker is kept for the next evaluation of the
         same reference once it has given back what it holds (its records, cached device memory).
         That happens after the result is returned, in a thread of its own, holding the device
@@ -482,7 +482,7 @@ class WorkerPool:
             self._resting[job.digest] = self._resting.get(job.digest, 0) + 1
         threading.Thread(target=self._rest, args=(job,), daemon=True).start()
 
-    def _rest(self, job: Job) -> None:
+    def _rest(self, job: WorkerProcess) -> None:
         try:
             self._keep_reference(job)
         finally:
@@ -492,7 +492,7 @@ class WorkerPool:
                     self._resting[job.digest] = n
                 self._cond.notify_all()
 
-    def _keep_reference(self, job: Job) -> None:
+    def _keep_reference(self, job: WorkerProcess) -> None:
         try:
             reply = job.call({"op": "rest"}, "read", Budget(10.0))
         except Stopped:
@@ -526,7 +526,7 @@ class WorkerPool:
         errors = [s for s in started if isinstance(s, PoolError)]
         with self._cond:
             for s in started:
-                if isinstance(s, Job):
+                if isinstance(s, WorkerProcess):
                     self._spares.append(s)
             self._cond.notify_all()
         if self._info is None:
@@ -657,13 +657,13 @@ class WorkerPool:
             lim = req.options.limits
             ref.wait_until = cand.wait_until = t0 + min(lim.wait_s, lim.total_s)
             # Each side has an exchange directory in its own scratch (the only place it can
-            # write); the session moves what one side hands the other (Session.relay).
+            # write); the session moves what one side hands the other (Evaluation.relay).
             name = "x-" + os.urandom(12).hex()
             xdirs = (os.path.join(ref.scratch, name), os.path.join(cand.scratch, name))
             for d in xdirs:
                 os.mkdir(d, 0o700)
             try:
-                result = Session(self, req, ref, cand, xdirs, started=t0).run()
+                result = Evaluation(self, req, ref, cand, xdirs, started=t0).run()
             finally:
                 if req.candidate is None:  # the target against itself: no candidate code ran there
                     promote_compiles(cand, self.compile_cache, ref.digest)

@@ -1,4 +1,4 @@
-"""One evaluation's worker processes: a ``Job`` (a worker the fork server made, the
+"""One evaluation's worker processes: a ``WorkerProcess`` (a worker the fork server made, the
 conversation over its socket, its exchange directory, its limits and how it ended), the time
 ``Budget`` of an evaluation, and what the two sides may hand each other. Standard library only.
 The pool (``runner.pool``) makes and keeps them; the session (``runner.session``) talks through
@@ -34,7 +34,7 @@ MAX_LINE = 64 << 20  # a message longer than this from a worker is a protocol vi
 
 
 # What the two sides of an evaluation hand each other through their exchange directories
-# (``Session.relay``): the reference's inputs, timing inputs and autotune choices, and the
+# (``Evaluation.relay``): the reference's inputs, timing inputs and autotune choices, and the
 # candidate's outputs. Nothing else crosses.
 FROM_REFERENCE = ("in-", "time-", "autotune.json")
 
@@ -64,12 +64,12 @@ def sealed(fd: int) -> bool:
 class Stopped(Exception):
     """A job ended during an op: it died, timed out, or was killed for memory."""
 
-    def __init__(self, kind: str, message: str, job: "Job"):
+    def __init__(self, kind: str, message: str, job: "WorkerProcess"):
         super().__init__(message)
         self.kind, self.message, self.job = kind, message, job
 
 
-class Job:
+class WorkerProcess:
     """The pool's handle on one forked worker (and the process tree below its keeper)."""
 
     def __init__(self, pool: "WorkerPool", number: int):
@@ -83,7 +83,7 @@ class Job:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.sender: Optional[int] = None  # the worker's pid, from its first message
         self._fd_queue: list[int] = []  # shared-memory files received, not yet named by a message
-        self.outbox: dict[str, int] = {}  # what the worker handed over (Session.relay passes it on)
+        self.outbox: dict[str, int] = {}  # what the worker handed over (Evaluation.relay passes it on)
         self.inbox: dict[str, int] = {}  # what the other side handed it, sent with its next op
         err_r, err_w = os.pipe()
         self.child_fds = (child_sock, err_w)
@@ -423,7 +423,7 @@ class Budget:
         return now > self.limit
 
 
-def promote_compiles(job: "Job", shared: str, layer: str) -> None:
+def promote_compiles(job: "WorkerProcess", shared: str, layer: str) -> None:
     """A worker's compiled kernels join a layer of the shared compile cache (runner.tcache):
     its reference's (``layer``: the reference digest), or the warm-up's (``tcache.WARM``),
     which only takes what a worker compiled before any user code ran there."""

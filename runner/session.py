@@ -25,13 +25,13 @@ import time
 from typing import Optional
 
 from . import sandbox
-from .process import FROM_CANDIDATE, FROM_REFERENCE, Budget, Job, Stopped, promote_compiles
+from .process import FROM_CANDIDATE, FROM_REFERENCE, Budget, WorkerProcess, Stopped, promote_compiles
 from .schema import EvalRequest, EvalResult, beats
 from .verdict import Verdict
 
 
-class Session:
-    def __init__(self, pool, req: EvalRequest, ref: Job, cand: Job, xdirs: tuple[str, str],
+class Evaluation:
+    def __init__(self, pool, req: EvalRequest, ref: WorkerProcess, cand: WorkerProcess, xdirs: tuple[str, str],
                  started: Optional[float] = None):
         self.pool, self.req, self.opts = pool, req, req.options
         self.end_by = (started if started is not None else time.monotonic()) + req.options.limits.total_s
@@ -86,7 +86,7 @@ class Session:
         limit = self.opts.limits.import_s
         replies: dict[str, object] = {}
 
-        def go(name: str, job: Job, msg: dict):
+        def go(name: str, job: WorkerProcess, msg: dict):
             try:
                 replies[name] = job.call(msg, "read", self.budget(limit))
             except Stopped as s:
@@ -128,7 +128,7 @@ class Session:
         self.v.loaded_candidate(cand_reply)
         return run
 
-    def ask(self, job: Job, msg: dict, budget: Budget, lock: Optional[str] = "read") -> Optional[dict]:
+    def ask(self, job: WorkerProcess, msg: dict, budget: Budget, lock: Optional[str] = "read") -> Optional[dict]:
         """One op; a failure reply ends the evaluation (None)."""
         return self.settle(job, job.call(msg, lock, budget))
 
@@ -200,7 +200,7 @@ class Session:
                 self.v.reference_ran(case, nxt)
         return True
 
-    def relay(self, job: Job) -> None:
+    def relay(self, job: WorkerProcess) -> None:
         """Hand what ``job`` (a side that just replied) gave for the other side to it: each
         side writes only in its own scratch and sees no other. Only what is named for that
         direction moves (the reference's inputs, timing inputs and autotune choices; the
@@ -235,7 +235,7 @@ class Session:
             except OSError:
                 continue
 
-    def settle(self, job: Job, reply: dict) -> Optional[dict]:
+    def settle(self, job: WorkerProcess, reply: dict) -> Optional[dict]:
         """A reply, or None when it reports a failure (which ends the evaluation)."""
         self.relay(job)
         if "failure" in reply:

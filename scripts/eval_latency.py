@@ -97,8 +97,8 @@ def main() -> int:
                     name = key(*a, **k)
                     ops.setdefault(name, []).append(time.perf_counter() - t0)
             return wrapper
-        _pool.Job.call = timed(_pool.Job.call, lambda self, msg, *a, **k: f"{msg.get('op')}")
-        _pool.Job.close = timed(_pool.Job.close, lambda *a, **k: "close")
+        _pool.WorkerProcess.call = timed(_pool.WorkerProcess.call, lambda self, msg, *a, **k: f"{msg.get('op')}")
+        _pool.WorkerProcess.close = timed(_pool.WorkerProcess.close, lambda *a, **k: "close")
         for name in ("_take_reference", "_take_spare", "_spawn", "_return_reference"):
             if hasattr(_pool.WorkerPool, name):
                 setattr(_pool.WorkerPool, name, timed(getattr(_pool.WorkerPool, name), lambda *a, _n=name, **k: _n))

@@ -14,7 +14,7 @@ from agent.llm import knowledge, prompts
 from agent.llm.extract import NoCode, extract
 from agent.llm.generator import Task
 from agent.llm.lane import Lane
-from agent.llm.optimizer import choose, history_text, rank
+from agent.llm.ranking import choose, history_text, rank
 from agent.llm.records import Step
 from agent.llm.retrieval import Corpus, corpus_files, tokens
 from agent.llm.usage import BudgetExceeded, Usage

@@ -157,7 +157,7 @@ def _atomic_write(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------- progress
 
 
-class Progress:
+class BenchProgress:
     """A progress bar on stderr (one line per task when stderr is not a terminal)."""
 
     def __init__(self, total: int, stream=None):
@@ -271,7 +271,7 @@ class Bench:
         """Records in task order, and how many came from the state file."""
         todo = [t for t in self.tasks if self.state.done(t) is None]
         reused = len(self.tasks) - len(todo)
-        progress = Progress(len(todo), self.stream)
+        progress = BenchProgress(len(todo), self.stream)
         if reused:
             print(f"resuming: {reused} task(s) already done in {self.state.path}", file=self.stream)
 

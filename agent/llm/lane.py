@@ -19,7 +19,7 @@ from typing import Optional
 
 from . import generator, prompts, reflector
 from .evaluator import CORRECT, PROVIDER_ERROR
-from .optimizer import best_known, history_text, rank, verified
+from .ranking import best_known, history_text, rank, verified
 from .records import Step
 
 

@@ -28,7 +28,7 @@ from .evaluator import NO_CODE, PROVIDER_ERROR, candidate_request, outcome, spee
 from .extract import NoCode, extract
 from .generator import Task
 from .lane import Lane
-from .optimizer import choose
+from .ranking import choose
 from .providers import Provider, ProviderError, call
 from .records import Step
 from .reflector import compiled_feedback

@@ -96,10 +96,6 @@ class RunDir:
         except (OSError, SchemaError) as e:
             raise RunDirError(f"{self.path}/request.json: {e}") from None
 
-    def read_baseline(self) -> Optional[EvalResult]:
-        p = self.path / "baseline.json"
-        return result_from_json(p.read_text()) if p.exists() else None
-
     def steps(self) -> list[Step]:
         out = []
         for d in sorted((self.path / "steps").glob("i*-c*")):

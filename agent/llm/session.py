@@ -25,7 +25,7 @@ from . import knowledge
 from .evaluator import speedup
 from .generator import Task
 from .loop import LoopConfig, LoopResult, run_loop
-from .optimizer import choose, rank, verified
+from .ranking import choose, rank, verified
 from .providers import Provider, ProviderConfig, make_provider
 from .records import Candidate, Report, Step
 from .retrieval import Corpus, corpus_files

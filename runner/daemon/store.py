@@ -64,7 +64,7 @@ class Conflict(ValueError):
 
 
 @dataclass
-class Job:
+class DaemonJob:
     id: str
     state: str
     origin: str
@@ -198,13 +198,13 @@ class Store:
     # ------------------------------------------------------------------ submit
 
     def submit(self, items: list[tuple], origin: str = "http",
-               max_queued: Optional[int] = None) -> list[tuple[Job, bool]]:
+               max_queued: Optional[int] = None) -> list[tuple[DaemonJob, bool]]:
         """Insert ``(id, request_json)`` or ``(id, request_json, notes)`` items in one
         transaction (``notes``: flags for the result, as JSON-able dicts). Returns ``(job,
         created)`` per item. Raises ``Conflict`` (nothing inserted) when an id is taken by
         another request, and ``Busy`` when the new jobs would take the queue past ``max_queued``."""
         now = time.time()
-        out: list[tuple[Job, bool]] = []
+        out: list[tuple[DaemonJob, bool]] = []
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -314,12 +314,12 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
-    def _get(self, jid: str, full: bool = False) -> Optional[Job]:
+    def _get(self, jid: str, full: bool = False) -> Optional[DaemonJob]:
         cols = _COLS + (", request, result" if full else "")
         row = self._db.execute(f"SELECT {cols} FROM jobs WHERE id=?", (jid,)).fetchone()
-        return Job(*row) if row else None
+        return DaemonJob(*row) if row else None
 
-    def get(self, jid: str, full: bool = False) -> Optional[Job]:
+    def get(self, jid: str, full: bool = False) -> Optional[DaemonJob]:
         with self._lock:
             return self._get(jid, full)
 
