@@ -33,12 +33,20 @@ RULE = {"load": {"global_load", "uniform_load", "async_copy"}, "store": {"global
         "dot": {"tensor_core", "fma", "warpgroup"}}
 
 
+def definitions(text: str, names: set[str]) -> list[ast.FunctionDef]:
+    """The functions of that name a module ends up with: the last ``def`` of each name at the
+    top level wins, as at import (some files define a kernel twice)."""
+    last: dict[str, ast.FunctionDef] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            last[node.name] = node
+    return list(last.values())
+
+
 def op_lines(text: str, kernels: set[str]) -> dict[int, set[str]]:
     """Lines holding a ``tl.load`` / ``tl.store`` / ``tl.dot`` call inside the named functions."""
     out: dict[int, set[str]] = {}
-    for fn in ast.walk(ast.parse(text)):
-        if not isinstance(fn, ast.FunctionDef) or fn.name not in kernels:
-            continue
+    for fn in definitions(text, kernels):
         for node in ast.walk(fn):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RULE
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl"):
@@ -78,9 +86,7 @@ def dead_lines(text: str, kernel: str, consts: dict[str, str]) -> set[int]:
     take (Triton compiles only the branch taken)."""
     values = {k: _literal(v) for k, v in consts.items()}
     out: set[int] = set()
-    for fn in ast.walk(ast.parse(text)):
-        if not isinstance(fn, ast.FunctionDef) or fn.name != kernel:
-            continue
+    for fn in definitions(text, {kernel}):
         for node in ast.walk(fn):
             if not isinstance(node, ast.If):
                 continue

@@ -17,7 +17,6 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Optional
 
 from runner.schema import EvalRequest, EvalResult, SchemaError, request_from_json, result_from_json, to_json
 
