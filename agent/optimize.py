@@ -105,7 +105,10 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
                say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     from .llm.rundir import RunDir
     from .llm.session import Session
-    request, original = _compiled_for_reflection(runner, request, baseline, s.arch, say)
+    original: list = []
+    d = baseline.device
+    if s.arch or (d is not None and d.is_gpu):  # a GPU to write for: the reflector's compiled feedback
+        request, original = _compiled_for_reflection(runner, request, baseline, s.arch, say)
     session = Session(base=request, baseline=baseline, settings=s.llm, provider=provider,
                       root=Path(s.root or Path.cwd()), arch=s.arch, run_dir=s.run_dir,
                       run=RunDir(s.resume) if s.resume else None, original=original)
@@ -134,10 +137,12 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
 def _compiled_for_reflection(runner, request: EvalRequest, baseline, arch: Optional[str],
                              say: Callable[[Progress], None]) -> tuple[EvalRequest, list]:
     """The GEAK loop's request with each candidate compiled ahead of time for the target GPU
-    (``arch``, else the runner's, else sm_90) with its listing, and the original compiled the
-    same way once: the reflector shows a slow or spilling candidate what the compiler made of
-    it against the original. Where the original's compile gives nothing (a runner without
-    ahead-of-time compiles), the loop goes on without it."""
+    (``arch``, else the runner's) with its listing, and the original compiled the same way
+    once: the reflector shows a slow or spilling candidate what the compiler made of it against
+    the original. Only where there is a GPU to write for (the runner's, or ``--arch``): on the
+    CPU interpreter with no arch named nothing is timed and the GPU would be a guess, so the
+    loop does not pay a compile per candidate. Where the original's compile gives nothing (a
+    runner without ahead-of-time compiles), the loop goes on without it."""
     from runner.aot import ARCHS, DEFAULT_ARCH
     d = baseline.device
     arch = arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)

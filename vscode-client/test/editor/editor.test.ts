@@ -465,6 +465,10 @@ describe("GEAK in a real VS Code (code-server + Chromium)", () => {
     expect(body).toContain("offered");
     expect(body).toContain("mismatch");
     expect(body).toContain("The offered result is your code now.");
+    // What changed in compiled terms, for the GPU named by geak.arch (sm_90 on this CPU machine).
+    expect(body).toMatch(/What the compiler made of it\s*sm_90 SASS, ahead of time/);
+    expect(body).toMatch(/add_relu_kernel\s*\[BLOCK=256[^\]]*-> BLOCK=\d+/);
+    expect(body).toMatch(/registers\s*\d+\s*\d+/);
     expect(body).toMatch(/n=300[\s\S]*n=2048/);
     expect(await view.locator("details summary").count()).toBeGreaterThanOrEqual(2); // per-case results
     await shot("editor-7-results");
