@@ -174,6 +174,14 @@ def aot_arch(runner, settings: Settings) -> str:
     return settings.arch or (DEFAULT_ARCH if interpreted(runner, settings) else "device")
 
 
+def writes_for_a_gpu(runner, settings: Settings) -> bool:
+    """There is a GPU to compile for: ``geak.arch``, or the runner's. On the CPU interpreter
+    with no arch named, the compiled difference would be for a guessed GPU and costs two
+    evaluations per offered result, so the results view goes without it (as the GEAK loop's
+    reflector does, ``agent.optimize``)."""
+    return bool(settings.arch) or not interpreted(runner, settings)
+
+
 def interpreted(runner, settings: Settings) -> bool:
     if settings.device == "interpreter":
         return True

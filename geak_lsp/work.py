@@ -33,7 +33,7 @@ def run(job: Job, projects: Projects, open_documents: Callable[[], Iterable[tupl
         out = strategies.optimize_target(runner, req, s, job.ctx, job.root)
     if out.source:
         prepare_edit(job, out, runner, req)
-    if job.merge is not None and out.source:
+    if job.merge is not None and out.source and strategies.writes_for_a_gpu(runner, s):
         job.compiled = compiled_change(job, runner, req, warn)
     return out
 

@@ -390,7 +390,9 @@ async def test_results_view_data_job_end_and_the_links_to_it(proj, llm):
     geakJobEnd gets geak/jobEnd once per job (and no popup of its own for a failed job); one that
     declares geakJobStatus gets each job's status as numbers (geak/jobStatus)."""
     env = llm([{"text": GOOD}, {"text": WRONG}])
-    ed = await start(proj.root, init=llm_settings(parallel=2), env=env, capabilities=VSCODE_EXTENSION)
+    # geak.arch names a GPU, so the results view gets what changed in compiled terms (on the
+    # interpreter with no arch it goes without: tests/test_lsp_compiled.py).
+    ed = await start(proj.root, init=llm_settings(parallel=2, arch="sm_90"), env=env, capabilities=VSCODE_EXTENSION)
     try:
         uri = ed.open(proj.root / "k.py")
         assert [a.title for a in await ed.actions(uri, WRAPPER_LINE)] == ["Optimize with GEAK", "Benchmark with GEAK"]
@@ -481,6 +483,8 @@ async def test_other_clients_get_no_links_to_a_view_they_do_not_have(proj, llm):
         assert "command:" not in await ed.hover(uri, WRAPPER_LINE)
         res = await ed.execute(t.Command(title="r", command="geak.results", arguments=[{"uri": uri, "name": "add_relu"}]))
         assert len(res["runs"]) == 1  # the data is there for any client that asks
+        # On the interpreter with no geak.arch there is no GPU to compile for: no compiled difference.
+        assert res["runs"][0]["compiled"] is None
     finally:
         await stop(ed)
 

@@ -110,6 +110,10 @@ const STAGE: Record<string, string> = { sass: "SASS", ptx: "PTX", amdgcn: "AMDGC
 /** What changed in compiled terms from the original to the offered result, per kernel and launch config. */
 function compiledSection(run: RunRow): string {
   const d = run.compiled;
+  if (!d && run.result_hash && /interpreter/.test(run.device)) {
+    return `<p class="meta">On the CPU interpreter there is no GPU to compile for: set <code>geak.arch</code> ` +
+      `(sm_90, gfx942, ...) to see what the compiler made of the result against your code.</p>`;
+  }
   if (!d || !d.kernels.length) return "";
   const stage = d.stage ? ` ${STAGE[d.stage] ?? d.stage}` : "";
   const parts = d.kernels.map((k) => {

@@ -69,7 +69,12 @@ describe("the results page", () => {
     expect(html).toContain("&lt;helper&gt;");
     expect(html).toContain("(not launched by the result)");
     expect(html).toContain("not compiled: ptxas &lt;died&gt;");
+    expect(html).not.toContain("set <code>geak.arch</code>");
     expect(resultsHtml(RESULTS)).not.toContain("What the compiler made of it");
+    // An offered result on the interpreter with no geak.arch: how to get the section.
+    expect(resultsHtml(RESULTS)).toContain("there is no GPU to compile for: set <code>geak.arch</code>");
+    const gpu = { ...RUN, device: "NVIDIA H100 80GB HBM3 (sm_90)" };
+    expect(resultsHtml({ ...RESULTS, runs: [gpu] })).not.toContain("geak.arch");
   });
 
   it("says so when nothing ran yet, or the server could not answer", () => {

@@ -242,7 +242,7 @@ describe("GEAK in a real VS Code (code-server + Chromium)", () => {
     fs.writeFileSync(path.join(work, "data/User/settings.json"), JSON.stringify({
       "geak.interpreter": PYTHON, "geak.device": "interpreter", "geak.strategy": "llm", "geak.provider": "openai",
       "geak.model": "scripted", "geak.iterations": 1, "geak.parallel": 2, "geak.trials": 1, "geak.applyUntimed": true,
-      "security.workspace.trust.enabled": false, "workbench.startupEditor": "none", "workbench.tips.enabled": false,
+      "geak.arch": "sm_90", "security.workspace.trust.enabled": false, "workbench.startupEditor": "none", "workbench.tips.enabled": false,
       "telemetry.telemetryLevel": "off", "extensions.autoCheckUpdates": false, "extensions.autoUpdate": false,
       "extensions.ignoreRecommendations": true, "update.mode": "none", "editor.minimap.enabled": false,
       "workbench.enableExperiments": false, "chat.disableAIFeatures": true, "window.commandCenter": false,
