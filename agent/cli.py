@@ -18,7 +18,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from .commands import EXIT_BAD_INPUT, err
+from agent.commands import EXIT_BAD_INPUT, err
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import asm, bench, eval as eval_, optimize
+    from agent.commands import asm, bench, eval as eval_, optimize
     p = _Parser(prog="geak", description="Evaluate and optimize Triton / PyTorch kernels.")
     p.add_argument("--version", action="version", version=f"geak {version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -63,7 +63,7 @@ def version() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .commands import asm, bench, eval as eval_, optimize
+    from agent.commands import asm, bench, eval as eval_, optimize
     args = build_parser().parse_args(argv)
     try:
         return {"eval": eval_.run, "optimize": optimize.run, "bench": bench.run,

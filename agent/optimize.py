@@ -26,11 +26,11 @@ from typing import Callable, Optional
 
 from runner.schema import EvalRequest
 
-from .llm.session import LLMSettings
-from .outcome import Outcome
-from .deadline import BudgetRunner, Deadline, earliest
-from .progress import Progress, Tracker
-from .tune.strategy import TuneSettings
+from agent.llm.session import LLMSettings
+from agent.outcome import Outcome
+from agent.deadline import BudgetRunner, Deadline, earliest
+from agent.progress import Progress, Tracker
+from agent.tune.strategy import TuneSettings
 
 STRATEGIES = ("tune", "llm", "compile")
 
@@ -84,12 +84,12 @@ def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[Opt
         return Outcome(strategy=strategy, baseline=baseline,
                        message=f"the original does not pass its own check: {baseline.message}")
     if strategy == "compile":
-        from .compile import strategy as compiling
+        from agent.compile import strategy as compiling
         d = baseline.device
         arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
         return compiling.run(tracker, request, baseline, arch, s, say, deadline)
     if strategy == "tune":
-        from .tune import strategy as tuning
+        from agent.tune import strategy as tuning
         d = baseline.device
         arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
         return tuning.run(tracker, request, baseline, arch, s.tune, say, deadline)
@@ -97,14 +97,14 @@ def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[Opt
 
 
 def _provider(s: OptimizeSettings):
-    from .llm.session import open_provider
+    from agent.llm.session import open_provider
     return open_provider(s.llm)
 
 
 def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: OptimizeSettings,
                say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
-    from .llm.rundir import RunDir
-    from .llm.session import Session
+    from agent.llm.rundir import RunDir
+    from agent.llm.session import Session
     original: list = []
     d = baseline.device
     if s.arch or (d is not None and d.is_gpu):  # a GPU to write for: the reflector's compiled feedback
@@ -121,7 +121,7 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
         say(runner.progress("step", st.id, step=st, done=st.iteration, total=cfg.iterations))
 
     def on_iteration(it: int, steps) -> None:
-        from .llm.ranking import choose, verified
+        from agent.llm.ranking import choose, verified
         best = choose(steps)
         p = Progress("iteration", "", evaluated=len(steps), verified=len(verified(steps)),
                      best_speedup=best.result.speedup if best else None, done=it + 1, total=cfg.iterations,

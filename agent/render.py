@@ -293,7 +293,7 @@ def _tune_table(report, width: int, notes: list[str]) -> list[str]:
     its result (with a numbered reason below the table where it is not verified) and its costs on
     the arch. Timed: fastest first; untimed: verified first, then those ruled out, those that
     failed and those pruned unrun, each group in order of its values."""
-    from .tune.tuner import changes_results
+    from agent.tune.tuner import changes_results
     original = report.original
     head = ["config (what differs from the original)", "result", "regs", "spills", "shared", "occupancy"]
     if report.timed:
@@ -337,7 +337,7 @@ def _tune_table(report, width: int, notes: list[str]) -> list[str]:
 
 def _roof(report) -> str:
     """The original's and the chosen config's share of the roofline, or why it is unknown."""
-    from .roofline import BASIS_TEXT
+    from agent.roofline import BASIS_TEXT
     if report.original_pct_peak is None:
         return ("unknown: no bytes or FLOPs could be counted, the counts came to more than the GPU's peak "
                 "(an exceeds_peak note says which), or the GPU's peaks are not known")
@@ -416,7 +416,7 @@ def listing_lines(resources: list[KernelResources], files: dict[str, str],
     listing's order, each run of them under the kernel source line it came from. Per line of
     text, the project file (relative path) and 1-based line it came from, or None: the CLI
     prints the text, the editor's compiled view maps its cursor with the positions."""
-    from .asm import CUT_PREFIX, blocks, describe, source_path, summarize
+    from agent.asm import CUT_PREFIX, blocks, describe, source_path, summarize
     out: list[tuple[str, Optional[tuple[str, int]]]] = []
 
     def say(text: str, where: Optional[tuple[str, int]] = None) -> None:
@@ -473,7 +473,7 @@ def render_listing(resources: list[KernelResources], files: dict[str, str], raw:
 def render_compiled_diff(original: list[KernelResources], candidate: list[KernelResources]) -> str:
     """Per kernel and launch config, the original's compiled figures beside the candidate's:
     registers, spills, shared memory, occupancy and the instruction mix."""
-    from .asm import compiled_difference
+    from agent.asm import compiled_difference
     d = compiled_difference(original, candidate)
     if d is None:
         return ""

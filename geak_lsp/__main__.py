@@ -1,5 +1,5 @@
 import sys
 
-from .main import main
+from geak_lsp.main import main
 
 sys.exit(main())

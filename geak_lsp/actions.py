@@ -13,7 +13,7 @@ from typing import Optional
 
 from lsprotocol import types as t
 
-from .targets import DocumentTargets, Target
+from geak_lsp.targets import DocumentTargets, Target
 
 OPTIMIZE, BENCHMARK, CANCEL = "geak.optimize", "geak.benchmark", "geak.cancel"
 APPLY = "geak.applyResult"
@@ -174,7 +174,7 @@ def scaffold_inputs(doc: DocumentTargets, target: Target, uri: str) -> Optional[
 def apply_pending(pending, uri: str, doc, found: DocumentTargets, caps, log) -> Optional[t.CodeAction]:
     """"Apply GEAK result" for a result kept while the target is unchanged (``pending``:
     ``finish.Pending``); None when there is none or it no longer fits."""
-    from .edits import MergeError, merge, workspace_edit
+    from geak_lsp.edits import MergeError, merge, workspace_edit
     if pending is None or found.syntax_error:
         return None
     cur = found.by_name(pending.job.name)

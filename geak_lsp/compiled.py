@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .targets import DocumentTargets, Target, text_key
+from geak_lsp.targets import DocumentTargets, Target, text_key
 
 SHOW = "geak.showCompiled"
 """The client's command (a client that declares ``geakShowCompiled``): opens the view."""
@@ -238,7 +238,7 @@ def parse_request(arg) -> Request:
 
 def target_to_compile(req: Request, found: DocumentTargets) -> Target:
     """The document's target the request names, or why it has no compiled view."""
-    from .errors import UserFacing
+    from geak_lsp.errors import UserFacing
     if found.syntax_error:
         raise UserFacing(f"GEAK: the file does not parse ({found.syntax_error}); nothing was compiled")
     target = found.by_name(req.name)
@@ -253,7 +253,7 @@ def target_to_compile(req: Request, found: DocumentTargets) -> Target:
 def compile_listing(projects, settings, req: Request, target: Target, text: str, open_documents) -> Listing:
     """Record the target's launches on its input cases and compile them for ``req.arch``
     (resolved by the caller), on the editor's runner (``projects.runner_for``)."""
-    from .errors import UserFacing
+    from geak_lsp.errors import UserFacing
     root, rel = projects.project(req.uri)
     opts = projects.options(root, settings)
     opts.trials, opts.timing = 1, False
@@ -271,8 +271,8 @@ async def answer(ls, arg) -> dict:
     thread, or cached)."""
     import asyncio
 
-    from .errors import BadArguments
-    from .strategies import aot_arch
+    from geak_lsp.errors import BadArguments
+    from geak_lsp.strategies import aot_arch
     try:
         req = parse_request(arg)
     except ValueError as e:

@@ -15,8 +15,8 @@ from typing import Optional
 
 from lsprotocol import types as t
 
-from .edits import utf16_len
-from .targets import DocumentTargets
+from geak_lsp.edits import utf16_len
+from geak_lsp.targets import DocumentTargets
 
 SOURCE = "geak"
 

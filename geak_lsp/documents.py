@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 from typing import Callable, Optional
 
-from .targets import DocumentTargets, TargetCache, text_key
+from geak_lsp.targets import DocumentTargets, TargetCache, text_key
 
 log = logging.getLogger("geak_lsp")
 

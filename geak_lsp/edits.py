@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass
 from typing import Optional
 
-from .targets import INPUT_NAMES
+from geak_lsp.targets import INPUT_NAMES
 
 
 class MergeError(Exception):

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Optional
 
 from lsprotocol import types as t
 
-from .diagnostics import Finding
-from .errors import UserFacing
-from .jobs import Job
-from .store import RunRecord, Store, case_records, device_name, record_from_result
-from .strategies import candidate_records, failures
-from .targets import DocumentTargets, find_targets
+from geak_lsp.diagnostics import Finding
+from geak_lsp.errors import UserFacing
+from geak_lsp.jobs import Job
+from geak_lsp.store import RunRecord, Store, case_records, device_name, record_from_result
+from geak_lsp.strategies import candidate_records, failures
+from geak_lsp.targets import DocumentTargets, find_targets
 
 if TYPE_CHECKING:
     from agent.outcome import Outcome

@@ -14,10 +14,10 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcInvalidParams
 
 from . import __version__, actions, compiled, settings as settings_mod
-from .errors import BadArguments, UserFacing, shown, target_argument
-from .hover import hover_text
-from .results import results
-from .server import GeakServer, server
+from geak_lsp.errors import BadArguments, UserFacing, shown, target_argument
+from geak_lsp.hover import hover_text
+from geak_lsp.results import results
+from geak_lsp.server import GeakServer, server
 
 
 @server.feature(t.INITIALIZE)

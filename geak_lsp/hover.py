@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from .store import Record, Store
-from .targets import DocumentTargets, Target
-from .wording import editor_words
+from geak_lsp.store import Record, Store
+from geak_lsp.targets import DocumentTargets, Target
+from geak_lsp.wording import editor_words
 
 
 def _ago(ts: float) -> str:

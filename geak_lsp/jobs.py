@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .strategies import Cancelled, JobContext
+from geak_lsp.strategies import Cancelled, JobContext
 
 _ids = itertools.count(1)
 
@@ -64,7 +64,7 @@ class Job:
 def target_to_run(kind: str, name: str, found, filename: str, running: Callable[[str], list]):
     """The document's target a job on ``name`` runs (a kernel: through its wrapper), or why
     none can (``running(symbol)``: the jobs already on a symbol)."""
-    from .errors import UserFacing
+    from geak_lsp.errors import UserFacing
     if found.syntax_error:
         raise UserFacing(f"GEAK: {filename} does not parse ({found.syntax_error}); nothing was run")
     target = found.by_name(name)

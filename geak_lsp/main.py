@@ -12,7 +12,7 @@ import time
 from typing import Optional
 
 from . import handlers  # noqa: F401 - registers what the server answers
-from .server import server
+from geak_lsp.server import server
 
 log = logging.getLogger("geak_lsp")
 

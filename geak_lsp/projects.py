@@ -10,9 +10,9 @@ from typing import Callable, Iterable, Optional
 
 from pygls import uris
 
-from .errors import UserFacing
-from .settings import Settings
-from .store import Store
+from geak_lsp.errors import UserFacing
+from geak_lsp.settings import Settings
+from geak_lsp.store import Store
 
 
 class Projects:
@@ -90,7 +90,7 @@ class Projects:
                 return self.runner
             old = self.runner
             from runner.config import ConfigError
-            from runner.runners import open_runner
+            from runner.serve.runners import open_runner
             try:
                 self.runner = open_runner(s.runner_url or "local", s.device, s.workers)
             except ConfigError as e:

@@ -25,7 +25,7 @@ from lsprotocol import types
 from pygls.protocol import JsonRPCRequestMessage, LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from .documents import apply_change
+from geak_lsp.documents import apply_change
 
 log = logging.getLogger("geak_lsp")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .errors import target_of
-from .projects import Projects
-from .targets import TargetCache
+from geak_lsp.errors import target_of
+from geak_lsp.projects import Projects
+from geak_lsp.targets import TargetCache
 
 
 def results(arg, projects: Projects, targets: TargetCache) -> dict:

@@ -18,15 +18,15 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from . import __version__, compiled, finish, settings as settings_mod, work
-from .diagnostics import Diagnostics, Finding
-from .documents import DocumentIndex
-from .edits import workspace_edit
-from .errors import BadArguments, UserFacing, target_of
-from .jobs import Job, JobManager, target_to_run
-from .projects import Projects
-from .protocol import GeakProtocol
-from .settings import Settings
-from .targets import TargetCache
+from geak_lsp.diagnostics import Diagnostics, Finding
+from geak_lsp.documents import DocumentIndex
+from geak_lsp.edits import workspace_edit
+from geak_lsp.errors import BadArguments, UserFacing, target_of
+from geak_lsp.jobs import Job, JobManager, target_to_run
+from geak_lsp.projects import Projects
+from geak_lsp.protocol import GeakProtocol
+from geak_lsp.settings import Settings
+from geak_lsp.targets import TargetCache
 
 if TYPE_CHECKING:
     from agent.outcome import Outcome

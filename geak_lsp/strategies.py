@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from runner.schema import EvalRequest, EvalResult
 
-from .settings import Settings
-from .store import CandidateRecord, CaseRecord, case_records
-from .wording import editor_words
+from geak_lsp.settings import Settings
+from geak_lsp.store import CandidateRecord, CaseRecord, case_records
+from geak_lsp.wording import editor_words
 
 if TYPE_CHECKING:  # the agent is imported in the job thread, on first use
     from agent.outcome import Outcome

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from . import strategies
-from .edits import MergeError, merge
-from .jobs import Job
-from .projects import Projects
-from .strategies import Failure, confirm
+from geak_lsp.edits import MergeError, merge
+from geak_lsp.jobs import Job
+from geak_lsp.projects import Projects
+from geak_lsp.strategies import Failure, confirm
 
 if TYPE_CHECKING:
     from agent.outcome import Outcome

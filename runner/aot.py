@@ -371,8 +371,8 @@ def compile_for(raw_fn, name: str, launch: LaunchSignature, arch: str,
 # @jit helpers inside triton.language (tl.max's combine function, ...) were created as
 # interpreted functions. There, the candidate's worker hands the compiles to the pool
 # (``compile_request``), which runs them in a compile worker: a job of a second fork server
-# that imported triton for compiling (``runner.worker.prepare("compile")``), sandboxed like
-# every worker, forked with torch and triton already imported (``runner.worker.compile_tree``).
+# that imported triton for compiling (``runner.worker.main.prepare("compile")``), sandboxed like
+# every worker, forked with torch and triton already imported (``runner.worker.main.compile_tree``).
 
 
 def constexprs_to_wire(constexprs: tuple) -> Optional[list]:

@@ -1,6 +1,6 @@
 """Containment of a worker and everything it starts (Linux; standard library only).
 
-Used on both sides of the fork server (``runner.zygote``):
+Used on both sides of the fork server (``runner.worker.zygote``):
 
 * in the job's keeper process, before the worker is forked: its own PID and network namespaces
   (``unshare``; as root directly, otherwise inside a new user namespace where the kernel allows

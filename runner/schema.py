@@ -365,7 +365,7 @@ class EvalResult:
     """Ahead-of-time compile reports (options.aot_arch), one per kernel and launch config."""
     generated: Optional[dict] = None
     """With ``options.inductor``: Inductor's module for the target and how to read it
-    (``runner.inductor.generate``), or ``{"error": why}``. A claim of the worker: what is made of
+    (``runner.worker.inductor.generate``), or ``{"error": why}``. A claim of the worker: what is made of
     it is a candidate, verified like any other."""
     sandbox: dict[str, str] = field(default_factory=dict)
     log: str = ""
@@ -527,3 +527,9 @@ def request_from_json(text: str | bytes) -> EvalRequest:
 
 def result_from_json(text: str | bytes) -> EvalResult:
     return _from_json(EvalResult, text)
+
+
+# Why elements are left out of a comparison, as the result's notes say it: written by the
+# reference worker (``runner.worker.exchange``), read by the verdict (``runner.judge.verdict``).
+UNWRITTEN = "the original leaves them unwritten"
+VARYING = "the original gives them other values on another run"

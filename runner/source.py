@@ -498,8 +498,8 @@ def candidate_flags(req: EvalRequest) -> list[Flag]:
     """``static_flags`` of every file that is the candidate's own: its file (wherever its text
     comes from) and each of ``candidate_files``. Means that the user's own version of the same
     file, or the target file, already uses are warnings, not rejects (a kernel engineer's
-    candidate keeps what their code does). Run where the verdict is decided (``runner.verdict``,
-    ``runner.local.check_request``) and by ``build_request``: the same request, the same flags.
+    candidate keeps what their code does). Run where the verdict is decided (``runner.judge.verdict``,
+    ``runner.serve.local.check_request``) and by ``build_request``: the same request, the same flags.
     A file the check fails on is rejected: what it cannot read, it cannot vouch for."""
     if req.candidate is None:
         return []
@@ -535,7 +535,10 @@ def candidate_flags(req: EvalRequest) -> list[Flag]:
 # scripts/static_means_corpus.py), "warning" where real kernel code has one.
 
 _EVALUATOR_PACKAGE = "runner"
-_EVALUATOR_MODULES = frozenset(p.stem for p in Path(__file__).resolve().parent.glob("*.py")) | {"daemon"}
+_EVALUATOR_MODULES = frozenset(p.stem for p in Path(__file__).resolve().parent.glob("*.py")) | frozenset(
+    p.parent.name for p in Path(__file__).resolve().parent.glob("*/__init__.py"))
+"""The evaluator's own modules and sub-packages (``worker``, ``judge``, ``serve``): a string
+``'runner.NAME...'`` that names one is a reach for the evaluator."""
 
 _WHY = {
     "reaches_evaluator": "'runner' is the evaluator's own package (in the worker, the evaluator's modules "

@@ -163,7 +163,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     archs = args.archs or ["sm_90", "gfx942"]
     from agent.bench.tasks import SuiteError, load_suite
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.schema import EvalOptions
     try:
         tasks, _ = load_suite(Path(args.dir), args.format, args.pattern)

@@ -4,7 +4,7 @@
     PYTHONPATH=$PWD python3 scripts/compile_share.py DIR OUT.json [--device interpreter] [--symbol Model]
         [--run-s S] [--resume]
 
-Per problem: the original's own check, Inductor's code (``runner.inductor``), the standalone file
+Per problem: the original's own check, Inductor's code (``runner.worker.inductor``), the standalone file
 (``agent.compile.standalone``), its verification against the original; the outcome and the
 first line of why not. OUT.json is written after every problem; the summary is printed.
 """
@@ -50,7 +50,7 @@ def main() -> int:
     ap.add_argument("--resume", action="store_true", help="keep OUT.json's rows and run only the others")
     args = ap.parse_args()
     from agent.optimize import optimize
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.source import SourceError, build_request
     root = Path(args.dir).resolve()
     runner = LocalRunner(workers=2, device=args.device)

@@ -50,7 +50,7 @@ def main() -> int:
     import triton
 
     from agent.compile.standalone import write
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.source import build_request
     given = dict(f.split("=", 1) for f in args.file)
     runner = LocalRunner(device="auto")

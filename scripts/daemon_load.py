@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.local import LocalRunner  # noqa: E402
-from runner.remote import RemoteRunner  # noqa: E402
+from runner.serve.local import LocalRunner  # noqa: E402
+from runner.serve.remote import RemoteRunner  # noqa: E402
 from runner.schema import EvalOptions  # noqa: E402
 from runner.source import build_request  # noqa: E402
 
@@ -123,7 +123,7 @@ class Daemon:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.cmd = [sys.executable, "-m", "runner.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+        self.cmd = [sys.executable, "-m", "runner.serve.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
                     "--state", str(state), "--token-file", str(token_file), "--device", args.device,
                     "--workers", str(args.workers), "--max-queue", "1024"]
         self.log_path = Path(args.out) / "daemon.log"

@@ -61,7 +61,7 @@ def main() -> int:
     ap.add_argument("--label", default="run")
     ap.add_argument("--kernels", choices=("distinct", "repeat"), default="distinct")
     args = ap.parse_args()
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.schema import EvalOptions
     from runner.source import build_request
 
@@ -86,7 +86,7 @@ def main() -> int:
 
     ops: dict = {}  # seconds per worker op (and the wait for a worker), where the runner has them
     try:
-        from runner import pool as _pool
+        from runner.judge import pool as _pool
 
         def timed(fn, key):
             def wrapper(*a, **k):

@@ -11,8 +11,8 @@ comparison of the data included. Runs against any checkout of the project (``PYT
 that two revisions can be compared on one machine.
 
 ``--mechanism``: the hand-over alone, with the project's own functions: ``--mb`` MB of inputs
-written (``runner.exchange.save``: a sealed memfd), checked as the pool checks it
-(``runner.process.sealed``), loaded by the reader (``runner.exchange.load``: mapped) and every
+written (``runner.worker.exchange.save``: a sealed memfd), checked as the pool checks it
+(``runner.judge.process.sealed``), loaded by the reader (``runner.worker.exchange.load``: mapped) and every
 byte read, then the same size of outputs back the same way. Passing a descriptor between
 processes costs the same whatever its size, so one process shows the cost per byte.
 """
@@ -49,7 +49,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.mechanism:
         return mechanism(args.mb, args.n)
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.schema import EvalOptions
     from runner.source import build_request
     runner = LocalRunner(workers=1, device="interpreter")
@@ -83,9 +83,9 @@ def main() -> int:
 def mechanism(mb: float, n: int) -> int:
     import torch
 
-    from runner import channel
-    from runner.exchange import load, save
-    from runner.process import sealed as _sealed
+    from runner.worker import channel
+    from runner.worker.exchange import load, save
+    from runner.judge.process import sealed as _sealed
     half = int(mb * 2 ** 20 / 4 / 2)
     inputs = {"args": [torch.randn(half), torch.randn(half)], "kwargs": {}}
     times = []

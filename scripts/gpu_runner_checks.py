@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.local import LocalRunner  # noqa: E402
+from runner.serve.local import LocalRunner  # noqa: E402
 from runner.schema import EvalOptions, to_dict  # noqa: E402
 from runner.source import build_request  # noqa: E402
 

@@ -74,7 +74,7 @@ sys.path.insert(0, str(ROOT))
 from agent.tune.knobs import find_launch_sites, render_autotune_launch  # noqa: E402
 from agent.tune.tuner import (_BYTES, DEFAULT_LAUNCH, dot_blocks, screen_part, search_space,  # noqa: E402
                               shape_key, static_limit, tune)
-from runner.local import LocalRunner  # noqa: E402
+from runner.serve.local import LocalRunner  # noqa: E402
 from runner.schema import EvalOptions, Target, to_dict  # noqa: E402
 from runner.source import build_request  # noqa: E402
 

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=1)
     args = ap.parse_args(argv)
     from agent.bench.tasks import SuiteError, load_suite
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.schema import EvalOptions, Target
     try:
         tasks, _ = load_suite(Path(args.dir), args.format, args.pattern)

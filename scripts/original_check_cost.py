@@ -67,7 +67,7 @@ def main() -> int:
     args = ap.parse_args()
     from agent.bench.tasks import load_suite
     from runner.config import project_options
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.source import find_project_root
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -49,8 +49,8 @@ def main() -> int:
 
     import ray
 
-    from runner.local import LocalRunner
-    from runner.ray import RESOURCE, RayRunner
+    from runner.serve.local import LocalRunner
+    from runner.serve.ray import RESOURCE, RayRunner
     from runner.schema import EvalOptions
     from runner.source import build_request
 

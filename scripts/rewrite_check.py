@@ -24,7 +24,7 @@ from agent.bench.tasks import load_suite  # noqa: E402
 from agent.tune.knobs import find_launch_sites, render_config  # noqa: E402
 from agent.tune.rewrites import kernel_rewrites, rows_rewrite  # noqa: E402
 from runner.config import project_options  # noqa: E402
-from runner.local import LocalRunner  # noqa: E402
+from runner.serve.local import LocalRunner  # noqa: E402
 from runner.source import find_project_root  # noqa: E402
 
 

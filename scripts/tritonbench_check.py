@@ -36,8 +36,8 @@ if {interpreter!r}:
     os.environ["TRITON_INTERPRET"] = "1"
 import numpy, torch
 sys.path.insert(0, {root!r})
-from runner.compare import compare
-from runner.exchange import to_plain
+from runner.worker.compare import compare
+from runner.worker.exchange import to_plain
 MODE = contextlib.nullcontext
 if {interpreter!r}:  # code written for "cuda" runs on the CPU, as the runner's interpreter workers do
     from runner import guards
@@ -70,7 +70,7 @@ print("@@" + __import__("json").dumps(out))
 COMPARE = r'''
 import sys, json, torch
 sys.path.insert(0, {root!r})
-from runner.compare import compare
+from runner.worker.compare import compare
 a = torch.load({a!r}, weights_only=True); b = torch.load({b!r}, weights_only=True)
 c = compare(a, b)
 print("@@" + json.dumps({{"same": c.ok, "detail": c.detail}}))
@@ -221,7 +221,7 @@ import json, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from agent.bench.tasks import load_suite
-from runner.local import LocalRunner
+from runner.serve.local import LocalRunner
 from runner.schema import EvalOptions, to_dict
 tasks, _ = load_suite(Path({tasks!r}), "tritonbench", pattern={name!r})
 (t,) = tasks

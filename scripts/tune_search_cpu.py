@@ -36,7 +36,7 @@ def main() -> int:
     from agent.deadline import Deadline
     from agent.tune.tuner import tune
     from runner.config import project_options
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     from runner.source import find_project_root
     tasks, _ = load_suite(Path(args.tasks_dir), args.format, args.tasks)
     tasks = [t for t in tasks if t.name not in set(args.exclude.split(","))]

@@ -15,7 +15,7 @@ from typing import Optional
 
 import pytest
 
-from runner.local import LocalRunner
+from runner.serve.local import LocalRunner
 from runner.schema import EvalOptions, EvalResult
 from runner.source import build_request
 

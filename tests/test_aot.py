@@ -102,7 +102,7 @@ def test_occupancy_estimates():
 def test_no_torch_is_needed_to_read_the_arch_table():
     import subprocess
     import sys
-    code = "import sys, runner.aot, runner.local; assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    code = "import sys, runner.aot, runner.serve.local; assert 'torch' not in sys.modules and 'triton' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -65,6 +65,6 @@ def test_where_to_make_a_change_names_files_and_names_that_exist():
 
 def test_the_check_finds_a_missing_file_and_a_missing_name():
     table = ("## Where to make a change\n\n| to change | look in | and keep in step |\n| --- | --- | --- |\n"
-             "| x | `runner/schema.py` (`EvalOptions`, `NoSuchThing`), `nosuch.py` | `runner/daemon/` (`server`, `nomodule`) |\n")
+             "| x | `runner/schema.py` (`EvalOptions`, `NoSuchThing`), `nosuch.py` | `runner/serve/daemon/` (`server`, `nomodule`) |\n")
     assert problems(table) == ["x: NoSuchThing is not defined in runner/schema.py", "x: runner/nosuch.py does not exist",
-                               "x: no module nomodule in runner/daemon/"]
+                               "x: no module nomodule in runner/serve/daemon/"]

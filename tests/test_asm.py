@@ -12,7 +12,7 @@ import pytest
 from agent import asm
 from agent.render import render_compiled_diff
 from conftest import ROOT
-from runner.local import LocalRunner
+from runner.serve.local import LocalRunner
 from runner.schema import EvalOptions, KernelResources
 from runner.source import build_request
 

@@ -65,7 +65,7 @@ import pytest
 
 import runner as runner_package
 from conftest import ROOT
-from runner.local import LocalRunner
+from runner.serve.local import LocalRunner
 from runner.schema import EvalOptions, EvalResult, Limits, to_dict
 from runner.source import build_request
 
@@ -459,7 +459,7 @@ def target(request, armed, outside_tmp, tmp_path_factory):
         close = d.stop
     else:
         pytest.importorskip("ray", reason="the Ray runner's attacks need Ray: pip install -r requirements/ray.txt")
-        from runner.ray import RayRunner
+        from runner.serve.ray import RayRunner
         from test_ray import Cluster
         c = Cluster(slots=1)
         mp = pytest.MonkeyPatch()

@@ -78,7 +78,7 @@ def test_asking_for_a_gpu_that_is_not_there_is_bad_usage(project):
 
 
 def test_geak_runner_info_reports_the_device():
-    p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--device", "interpreter", "--json"],
+    p = subprocess.run([sys.executable, "-m", "runner.serve.cli", "info", "--device", "interpreter", "--json"],
                        capture_output=True, text=True, timeout=120,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr

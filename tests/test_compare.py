@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from runner.compare import bitwise_equal, clone, compare, summarize
+from runner.worker.compare import bitwise_equal, clone, compare, summarize
 from runner.schema import Tolerance
 
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import ROOT, _RELAYS, kernel_variant, relay
-from runner.remote import RemoteRunner
+from runner.serve.remote import RemoteRunner
 from runner.schema import to_dict
 
 TOKEN = "test-token-0123456789abcdef"
@@ -52,7 +52,7 @@ class Daemon:
             tf.write_text(self.token + "\n")
             tf.chmod(0o600)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runner.cli", "serve", "--port", str(self.port), "--state", str(self.state),
+            [sys.executable, "-m", "runner.serve.cli", "serve", "--port", str(self.port), "--state", str(self.state),
              "--device", "interpreter", *([] if self.own_token else ["--token-file", str(tf)]), *self.args],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=str(ROOT))
         ready = threading.Event()
@@ -148,7 +148,7 @@ def test_token_required_and_checked(daemon, project):
 def test_a_short_token_refuses_to_start(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GEAK_RUNNER_TOKEN"}
     (tmp_path / "short").write_text("abc\n")
-    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--token-file", str(tmp_path / "short"),
+    p = subprocess.run([sys.executable, "-m", "runner.serve.cli", "serve", "--token-file", str(tmp_path / "short"),
                         "--state", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert p.returncode == 2 and "too short" in p.stderr
 
@@ -345,7 +345,7 @@ def test_sigterm_drains_running_jobs(tmp_path, project):
         assert res.status_code == 200 and res.json()["status"] == "ok"
     assert d.proc.wait(60) == 0
     d.start()
-    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--port", "0", "--state", str(d.state)],
+    p = subprocess.run([sys.executable, "-m", "runner.serve.cli", "serve", "--port", "0", "--state", str(d.state)],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and f"(pid {d.proc.pid}) is using the state directory" in p.stderr
     with d.http() as h:
@@ -410,13 +410,13 @@ def test_tls(tmp_path, project):
         assert res.error.kind == "runner_unavailable" and "CERTIFICATE_VERIFY_FAILED" in res.message
     finally:
         d.stop()
-    p = subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--tls-cert", str(cert), "--state",
+    p = subprocess.run([sys.executable, "-m", "runner.serve.cli", "serve", "--tls-cert", str(cert), "--state",
                         str(tmp_path / "s2")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "--tls-cert and --tls-key go together" in p.stderr
 
 
 def test_finished_jobs_are_forgotten_after_the_retention_time(tmp_path):
-    from runner.daemon.store import Store
+    from runner.serve.daemon.store import Store
     store = Store(tmp_path / "state")
     store.submit([("old-1", "{}")])
     store.submit([("sp-1", "{}")], origin="spool")

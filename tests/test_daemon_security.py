@@ -21,7 +21,7 @@ from test_daemon import TOKEN, Daemon, body, quick
 def serve(*args: str, env=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     env.pop("GEAK_RUNNER_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "runner.cli", "serve", "--port", "0", "--device", "interpreter",
+    return subprocess.run([sys.executable, "-m", "runner.serve.cli", "serve", "--port", "0", "--device", "interpreter",
                            *args], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
 
 

@@ -7,8 +7,8 @@ import os
 import time
 
 from conftest import kernel_variant
-from runner.remote import SpoolRunner
-from runner.runners import open_runner
+from runner.serve.remote import SpoolRunner
+from runner.serve.runners import open_runner
 from runner.schema import to_json
 from test_daemon import Daemon, quick
 from test_remote import geak

@@ -1,4 +1,4 @@
-"""What crosses between the reference's and the candidate's processes (runner.exchange) and the
+"""What crosses between the reference's and the candidate's processes (runner.worker.exchange) and the
 shared compile layer (runner.tcache), as units."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import os
 import pytest
 import torch
 
-from runner import channel
+from runner.worker import channel
 
-from runner.exchange import (CANARY, PATTERN_A, PATTERN_B, SEALS, Allocations, clone_layout, guard_inputs,
+from runner.worker.exchange import (CANARY, PATTERN_A, PATTERN_B, SEALS, Allocations, clone_layout, guard_inputs,
                              NotTransferable, from_transfer, input_breaches, leave_out, load, save, to_plain,
                              to_transfer, unwritten)
 

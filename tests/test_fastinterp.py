@@ -1,4 +1,4 @@
-"""``runner.fastinterp``: the interpreter without its repeated scans of ``triton.language``
+"""``runner.worker.fastinterp``: the interpreter without its repeated scans of ``triton.language``
 computes what the interpreter as shipped computes, and leaves the same names patched."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def gpu_runner():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no GPU here")
-    from runner.local import LocalRunner
+    from runner.serve.local import LocalRunner
     r = LocalRunner(workers=2, device="cuda")
     yield r
     r.close()

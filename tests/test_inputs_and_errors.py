@@ -261,7 +261,7 @@ def test_triton_kernel_error_in_candidate(project, runner):
 
 
 def test_out_of_gpu_memory_is_recognised_also_through_the_nvml_assert():
-    from runner.errors import out_of_device_memory
+    from runner.worker.errors import out_of_device_memory
     assert out_of_device_memory(RuntimeError(
         'NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
         '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.'))
@@ -272,8 +272,8 @@ def test_out_of_gpu_memory_is_recognised_also_through_the_nvml_assert():
 def test_a_gpu_fault_says_whose_code_faulted(tmp_path):
     """A fault in the original's process is the original's: the message says so, and why a plain run
     of the same code may not fault; a candidate's fault keeps the plain advice."""
-    from runner.errors import classify
-    from runner.trees import Trees
+    from runner.worker.errors import classify
+    from runner.worker.trees import Trees
     trees = Trees(tmp_path, {"k.py": ""}, {}, set(), False)
     exc = RuntimeError("CUDA error: an illegal memory access was encountered")
     ref = classify(exc, "reference", "test_k", trees)

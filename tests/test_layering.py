@@ -1,5 +1,5 @@
 """The packages depend one way: ``runner`` <- ``agent`` <- ``geak_lsp``, and no module imports a
-command-line module (``agent.cli``, ``agent.commands``, ``runner.cli``) but another one of them.
+command-line module (``agent.cli``, ``agent.commands``, ``runner.serve.cli``) but another one of them.
 
 Read from the source with ``ast`` (every import, at module level or inside a function);
 nothing is imported, so this runs in a fraction of a second."""
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS = {"runner": {"runner"}, "agent": {"agent", "runner"}, "geak_lsp": {"geak_lsp", "agent", "runner"}}
 """Each package, and the packages its modules may import."""
-CLI = ("agent.cli", "agent.commands", "runner.cli")
+CLI = ("agent.cli", "agent.commands", "runner.serve.cli")
 """The command-line modules: doors, not libraries."""
 
 
@@ -76,14 +76,58 @@ def test_a_wrong_import_is_found(tmp_path):
     (tmp_path / "agent" / "commands" / "__init__.py").write_text("from ..cli import x\n")  # CLI to CLI: fine
     (tmp_path / "runner" / "pool.py").write_text("def f():\n    from agent.llm import loop\n")
     (tmp_path / "agent" / "tuner.py").write_text("from geak_lsp import settings\nfrom .cli import make_runner\n")
-    (tmp_path / "geak_lsp" / "server.py").write_text("import agent.commands.optimize\nfrom runner import cli\n")
+    (tmp_path / "geak_lsp" / "server.py").write_text("import agent.commands.optimize\nfrom runner.serve import cli\n")
     got = violations(tmp_path)
     assert "runner/pool.py:2: runner.pool imports agent.llm (runner may import only runner)" in got, got
     assert any("agent/tuner.py:1:" in v and "geak_lsp" in v for v in got), got
     assert any("agent/tuner.py:2: agent.tuner imports the command-line module agent.cli" in v for v in got), got
     assert any("geak_lsp/server.py:1:" in v and "agent.commands.optimize" in v for v in got), got
-    assert any("geak_lsp/server.py:2:" in v and "runner.cli" in v for v in got), got
+    assert any("geak_lsp/server.py:2:" in v and "runner.serve.cli" in v for v in got), got
     assert not any("agent/commands/__init__.py" in v for v in got), got
+
+
+RUNNER_SIDES = {"runner.worker": {"runner.worker"}, "runner.judge": {"runner.judge"},
+                "runner.serve": {"runner.serve", "runner.judge"}}
+"""The evaluator's trust boundary in folders: what runs in the sandboxed worker processes beside
+user and candidate code (``runner.worker``), what decides the verdict (``runner.judge``), what
+serves clients (``runner.serve``), and what both sides load (``runner``'s own modules: the wire
+format, the static view of the code, the compile module, the sandbox), which imports none of the
+three. Each may import the shared modules and those of the sides named here; nothing else."""
+
+
+def boundary_violations(root: Path) -> list[str]:
+    found = []
+    for path in sorted((root / "runner").rglob("*.py")):
+        module = _module_name(path, root)
+        side = next((s for s in RUNNER_SIDES if _within(module, s)), None)
+        allowed = RUNNER_SIDES.get(side, set())
+        for line, name, names in imported(path, root):
+            for n in names:
+                other = next((s for s in RUNNER_SIDES if _within(n, s)), None)
+                if other is not None and other not in allowed:
+                    found.append(f"{path.relative_to(root)}:{line}: {module} ({side or 'shared'}) imports {n}")
+                    break
+    return found
+
+
+def test_the_runner_shows_its_trust_boundary_in_its_folders():
+    assert {p.name for p in (ROOT / "runner").iterdir() if p.is_dir() and p.name != "__pycache__"} == \
+        {"worker", "judge", "serve"}
+    assert boundary_violations(ROOT) == []
+
+
+def test_a_crossing_of_the_boundary_is_found(tmp_path):
+    for d in ("runner", "runner/worker", "runner/judge", "runner/serve"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "__init__.py").write_text("")
+    (tmp_path / "runner" / "worker" / "side.py").write_text("def f():\n    from ..judge import verdict\n")
+    (tmp_path / "runner" / "judge" / "pool.py").write_text("from runner.worker.channel import MAX_FDS\n")
+    (tmp_path / "runner" / "schema.py").write_text("from .serve import local\n")
+    (tmp_path / "runner" / "serve" / "local.py").write_text("from ..judge import pool\nfrom .. import schema\n")
+    assert boundary_violations(tmp_path) == [
+        "runner/judge/pool.py:1: runner.judge.pool (runner.judge) imports runner.worker.channel",
+        "runner/schema.py:1: runner.schema (shared) imports runner.serve",
+        "runner/worker/side.py:2: runner.worker.side (runner.worker) imports runner.judge"]
 
 
 def project_modules(root: Path) -> dict[str, Path]:

@@ -4,7 +4,7 @@ import threading
 import time
 
 from conftest import ADD_RELU, kernel_variant
-from runner.locks import RWLock
+from runner.judge.locks import RWLock
 
 
 def test_rwlock_readers_share_writer_excludes_and_is_preferred():
@@ -97,7 +97,7 @@ def test_concurrent_evaluations_each_get_their_own_verdict(project, runner):
 
 
 def test_warm_starts_spare_workers_and_they_serve(project):
-    from runner.pool import WorkerPool
+    from runner.judge.pool import WorkerPool
     pool = WorkerPool(size=2, device="interpreter", spares=3)
     try:
         info = pool.warm(3)
@@ -124,7 +124,7 @@ def test_warm_starts_spare_workers_and_they_serve(project):
 def test_the_next_evaluation_of_a_reference_waits_for_its_worker_to_rest(project):
     """The reference worker gives back its memory after the result is returned; an evaluation
     of the same reference that comes at once waits for that rather than loading a new one."""
-    from runner.pool import WorkerPool
+    from runner.judge.pool import WorkerPool
     pool = WorkerPool(size=1, device="interpreter", spares=1)
     ev = type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})()
     try:
@@ -146,7 +146,7 @@ def test_evaluations_of_one_reference_side_by_side_each_keep_a_loaded_reference(
     Each keeps its reference worker for the next, so the reference is loaded once per slot,
     not once per evaluation."""
     import concurrent.futures
-    from runner.pool import WorkerPool
+    from runner.judge.pool import WorkerPool
     pool = WorkerPool(size=2, device="interpreter", spares=2)
     ev = type("R", (), {"evaluate": lambda self, req: pool.evaluate(req)})()
     try:
@@ -188,7 +188,7 @@ def test_an_evaluation_that_waits_past_its_limit_for_a_slot_ends_as_a_timeout(pr
     """Evaluations wait for a free worker slot at most ``limits.wait_s`` (a task's budget lowers
     it): past it the result is a timeout that says why, and the slot's evaluation is unharmed."""
     import concurrent.futures
-    from runner.pool import WorkerPool
+    from runner.judge.pool import WorkerPool
     from runner.schema import Limits
     project.write("slow.py", ADD_RELU.replace("    out = torch.empty_like(x)\n",
                                               "    import time\n    time.sleep(4)\n    out = torch.empty_like(x)\n"))

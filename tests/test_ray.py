@@ -1,4 +1,4 @@
-"""The Ray runner (runner/ray.py) against a real Ray cluster on loopback, started once for this
+"""The Ray runner (runner/serve/ray.py) against a real Ray cluster on loopback, started once for this
 module (`ray start --head` with three `geak_interpreter` slots, on the CPU, token authentication
 on as Ray's default). Requests spread over two actors, an actor killed mid-evaluation is
 survived, results equal the local runner's, the CLI evaluates through the Ray client, and
@@ -26,8 +26,8 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray runner's tests need Ray: pip install -r requirements/ray.txt")
 
 from conftest import ROOT, kernel_variant  # noqa: E402
-from runner.ray import RayRunner  # noqa: E402
-from runner.remote import RunnerUnavailable  # noqa: E402
+from runner.serve.ray import RayRunner  # noqa: E402
+from runner.serve.remote import RunnerUnavailable  # noqa: E402
 from runner.schema import EvalResult, from_dict, to_dict  # noqa: E402
 
 SLOW = kernel_variant(extra="import time", pre="    time.sleep(1.5)")  # 3 s or more an evaluation: killed mid-way
@@ -152,7 +152,7 @@ def test_bad_ray_runners_are_one_line_errors(project, monkeypatch):
     from agent.commands import exit_code
     from geak_lsp import settings as S
     from runner.config import ConfigError
-    from runner.runners import open_runner
+    from runner.serve.runners import open_runner
     url = f"ray://127.0.0.1:{free_port()}"  # nothing listens here
     r = RayRunner.from_spec(url, connect_s=0.5)
     t0 = time.monotonic()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import build_parser as geak_parser
-from runner.cli import build_parser as runner_parser
+from runner.serve.cli import build_parser as runner_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

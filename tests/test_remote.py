@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import ROOT, kernel_variant
-from runner.remote import RemoteRunner, RunnerUnavailable
-from runner.runners import open_runner
+from runner.serve.remote import RemoteRunner, RunnerUnavailable
+from runner.serve.runners import open_runner
 from test_daemon import TOKEN, Daemon, free_port, quick
 
 
@@ -68,10 +68,10 @@ def test_cli_eval_through_the_daemon_and_version_check(tmp_path, project):
                  env={"GEAK_RUNNER_TOKEN": "x" * 20})
         assert p.returncode == 3 and "geak: cannot run: the runner at " in p.stderr and "refused" in p.stderr
         assert "geak eval" not in p.stderr + p.stdout and "(against itself)" not in p.stderr + p.stdout
-        p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
+        p = subprocess.run([sys.executable, "-m", "runner.serve.cli", "info", "--runner", d.url], capture_output=True,
                            text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": TOKEN})
         assert p.returncode == 0 and p.stdout.startswith("CPU (Triton interpreter); torch"), p.stdout + p.stderr
-        p = subprocess.run([sys.executable, "-m", "runner.cli", "info", "--runner", d.url], capture_output=True,
+        p = subprocess.run([sys.executable, "-m", "runner.serve.cli", "info", "--runner", d.url], capture_output=True,
                            text=True, timeout=60, cwd=ROOT, env={**os.environ, "GEAK_RUNNER_TOKEN": ""})
         assert p.returncode == 2 and "needs a token" in p.stderr and "what to do" in p.stderr
         # A client of another schema major is told so instead of getting wrong answers.

@@ -4,12 +4,13 @@ change its own verdict, spoil the next evaluation, or leave a process behind."""
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 
 import pytest
 
 from conftest import ADD_RELU, Project, flag_codes, kernel_variant
-from runner.local import LocalRunner
+from runner.serve.local import LocalRunner
 from runner.schema import Limits
 
 WRONG = "tl.maximum(x + y, 0.0) + 1.0"  # a wrong kernel
@@ -69,11 +70,11 @@ def test_forged_protocol_messages_do_not_make_a_wrong_candidate_correct(p, runne
 
 def test_patching_the_evaluator_reaches_neither_this_verdict_nor_the_next_job(p, runner):
     p.write("patch.py", kernel_variant(value=WRONG, extra='''
-        import runner.reference, runner.candidate, runner.compare, runner.side
+        import runner.worker.reference, runner.worker.candidate, runner.worker.compare, runner.worker.side
         _yes = lambda *a, **k: {"passed": True, "detail": None, "max_abs": 0.0, "max_rel": 0.0, "left_out": []}
-        runner.reference.ReferenceSide.judge = _yes
-        runner.compare.compare = lambda *a, **k: runner.compare.Comparison()
-        runner.candidate.CandidateSide.observe = lambda self: {"launches": ["add_relu_kernel"]}
+        runner.worker.reference.ReferenceSide.judge = _yes
+        runner.worker.compare.compare = lambda *a, **k: runner.worker.compare.Comparison()
+        runner.worker.candidate.CandidateSide.observe = lambda self: {"launches": ["add_relu_kernel"]}
     '''))
     p.write("wrong.py", kernel_variant(value=WRONG))
     first = p.evaluate(runner, "ref.py::add_relu", "patch.py::add_relu", trials=1)
@@ -188,3 +189,19 @@ def test_limits_cannot_be_removed_or_raised_past_the_runners(p):
             assert "after 2 s" in r.message
     finally:
         runner.close()
+
+
+def test_a_worker_process_loads_no_code_that_judges_or_serves(p, runner):
+    """The trust boundary of runner/ in its folders holds at run time: user code in a worker
+    (here the original's own module, imported by the reference worker) finds the worker's
+    modules loaded and none of ``runner.judge`` or ``runner.serve``: there is no verdict code in
+    the process to patch."""
+    p.write("probe.py", ADD_RELU + textwrap.dedent('''
+        import sys
+        _loaded = sorted(m for m in sys.modules if m.startswith("runner"))
+        assert "runner.worker.main" in _loaded and "runner.worker.reference" in _loaded, _loaded
+        _judging = [m for m in _loaded if m.startswith(("runner.judge", "runner.serve"))]
+        assert not _judging, f"loaded in a worker: {_judging}"
+    '''))
+    r = p.evaluate(runner, "probe.py::add_relu", trials=1)
+    assert r.correct, r.message

@@ -184,7 +184,7 @@ def test_the_cli_warns_once_where_code_is_not_sandboxed():
 
 
 def test_a_link_planted_under_a_pool_root_name_is_not_followed(tmp_path):
-    from runner.pool import POOL_PREFIX, sweep_stale_roots
+    from runner.judge.pool import POOL_PREFIX, sweep_stale_roots
     mine = tmp_path / "project"
     mine.mkdir(mode=0o755)
     (mine / "keep.py").write_text("x = 1\n")

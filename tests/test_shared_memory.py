@@ -12,8 +12,8 @@ import tempfile
 
 import torch
 
-from runner.compare import bitwise_equal, compare
-from runner.process import sealed as _sealed
+from runner.worker.compare import bitwise_equal, compare
+from runner.judge.process import sealed as _sealed
 
 STATEFUL = '''
 import torch

@@ -1,5 +1,5 @@
 """The static check of the means of in-process forgery (``runner.source.means_flags``), decided
-where the verdict is (``runner.verdict``, ``runner.local.check_request``).
+where the verdict is (``runner.judge.verdict``, ``runner.serve.local.check_request``).
 
 Every candidate in tests/attacks/static/ is right and uses one means, harmlessly; its docstring
 says ``Expect: CODE SEVERITY [in FILE]`` and the line of the means carries ``# means``. Each is
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ADD_RELU, ROOT, Project, flag_codes
 
-from runner.local import LocalRunner
+from runner.serve.local import LocalRunner
 from runner.schema import EvalRequest, Target, to_json
 from runner.source import build_request, candidate_flags, means_flags, static_flags
 
@@ -155,7 +155,7 @@ def test_a_request_that_skipped_the_client_gets_the_same_flags(front_door, runne
 def test_the_daemon_and_a_ray_actor_reject_it_too(tmp_path):
     from test_daemon import Daemon
 
-    from runner.ray import EvalActor
+    from runner.serve.ray import EvalActor
     from runner.schema import result_from_json
     name = "import_runner.py"
     (tmp_path / "p").mkdir()
@@ -234,9 +234,9 @@ def codes(src: str) -> dict[str, str]:
     ("exec('import runner')", "reaches_evaluator"),
     ("eval('__import__(\"runner\")')", "reaches_evaluator"),
     ("import importlib\nimportlib.import_module('runner')", "reaches_evaluator"),
-    ("import sys\nsys.modules.get('runner.guards')", "reaches_evaluator"),
-    ("NAME = 'runner.exchange'", "reaches_evaluator"),
-    ("import runner.channel as ch", "reaches_evaluator"),
+    ("import sys\nsys.modules.get('runner.worker.guards')", "reaches_evaluator"),
+    ("NAME = 'runner.worker.exchange'", "reaches_evaluator"),
+    ("import runner.worker.channel as ch", "reaches_evaluator"),
     ("__import__(f\"{'run'}ner\")", "reaches_evaluator"),
     ("__import__(''.join(['run', 'ner']))", "reaches_evaluator"),
     ("from gc import get_objects", "heap_walk"),

@@ -529,7 +529,7 @@ def test_a_self_check_that_differs_after_timing_is_the_original_disagreeing_with
     # different values to the same rows of its cache), not a candidate that changes when timed.
     from runner.schema import EvalOptions
     from runner.source import build_request
-    from runner.verdict import Verdict
+    from runner.judge.verdict import Verdict
     p = Project(tmp_path)
     p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
     for candidate in (None, "cand.py::scale"):
@@ -638,7 +638,7 @@ def test_a_share_of_peak_over_100_percent_is_unknown_and_said_so(tmp_path):
     from agent.roofline import pct_text, roofline
     from runner.schema import DeviceInfo, EvalOptions
     from runner.source import build_request
-    from runner.verdict import Verdict
+    from runner.judge.verdict import Verdict
     p = Project(tmp_path)
     p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
     req, _, _ = build_request("ref.py::scale", "cand.py::scale", EvalOptions(trials=1), root=tmp_path, cwd=tmp_path)
@@ -757,7 +757,7 @@ def test_a_module_crosses_to_the_timing_process_with_its_weights_and_attributes(
     import types
 
     import torch
-    from runner.exchange import NotTransferable, from_transfer, load, save, to_transfer
+    from runner.worker.exchange import NotTransferable, from_transfer, load, save, to_transfer
     home = types.ModuleType("task_home")
 
     class Norm(torch.nn.Module):
@@ -782,7 +782,7 @@ def test_a_module_crosses_to_the_timing_process_with_its_weights_and_attributes(
             m.inner.weight.mul_(2.0)
         f = tmp_path / "t.pt"
         save(str(f), to_transfer([m, torch.ones(2, 8)], "task_home"))
-        from runner import channel
+        from runner.worker import channel
         channel.loop_back()  # as the pool hands it to the other side
         m2, x = from_transfer(load(str(f)), home)
         assert type(m2) is Norm and isinstance(m2.inner, torch.nn.LayerNorm) and not m2.training

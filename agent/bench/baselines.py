@@ -23,7 +23,7 @@ from typing import Optional
 
 from runner.schema import EvalOptions, EvalRequest, Target
 
-from .tasks import Task
+from agent.bench.tasks import Task
 
 KINDS = ("eager", "compile")
 

@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Sequence
 
 from runner.schema import DID_NOT_RUN
 
-from ..roofline import roofline
+from agent.roofline import roofline
 
 
 @dataclass

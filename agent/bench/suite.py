@@ -30,8 +30,8 @@ from runner.schema import EvalOptions, EvalResult, to_dict
 from runner.source import find_project_root
 
 from . import metrics
-from .baselines import BaselineCache, baseline_request
-from .tasks import Task
+from agent.bench.baselines import BaselineCache, baseline_request
+from agent.bench.tasks import Task
 
 STATE_SCHEMA = "geak.bench-state/1"
 BENCH_SCHEMA = "geak.bench/1"

@@ -18,7 +18,7 @@ from typing import Optional
 from runner.schema import EvalOptions, EvalRequest, Target
 from runner.source import SourceError, build_request, find_project_root
 
-from .formats import FORMATS, Adapted, FormatError, adapt, candidate_text, detect
+from agent.bench.formats import FORMATS, Adapted, FormatError, adapt, candidate_text, detect
 
 SKIP_DIRS = {"__pycache__", ".git", ".geak", ".venv", "node_modules"}
 

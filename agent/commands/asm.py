@@ -11,12 +11,12 @@ from pathlib import Path
 
 from runner.aot import ARCHS, DEFAULT_ARCH, STAGES  # standard library only: no torch in the client
 from runner.config import ConfigError, phase_limits, project_options
-from runner.runners import open_runner
+from runner.serve.runners import open_runner
 from runner.source import SourceError, build_request, find_project_root, parse_spec
 
-from ..asm import kernel_doc
-from ..console import Ticker
-from ..render import render_eval, render_listing
+from agent.asm import kernel_doc
+from agent.console import Ticker
+from agent.render import render_eval, render_listing
 from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, runner_unavailable, tell_source_error, \
     tell_unavailable
 

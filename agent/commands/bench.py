@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Optional
 
 from runner.config import ConfigError, phase_limits, project_options
-from runner.runners import open_runner
+from runner.serve.runners import open_runner
 from runner.source import SourceError, find_project_root
 
-from ..bench.baselines import KINDS, BaselineCache, default_cache
-from ..bench.formats import FORMATS
-from ..bench.suite import Bench, Settings, TaskRecord, document
-from ..bench.tasks import SuiteError, check_requests, load_suite
+from agent.bench.baselines import KINDS, BaselineCache, default_cache
+from agent.bench.formats import FORMATS
+from agent.bench.suite import Bench, Settings, TaskRecord, document
+from agent.bench.tasks import SuiteError, check_requests, load_suite
 from . import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNVERIFIED, err, exit_code, product, tell_unavailable
 
 
@@ -118,7 +118,7 @@ def _settings(args) -> Settings:
     if args.strategy == "llm":
         import dataclasses
 
-        from ..llm.session import LLMSettings
+        from agent.llm.session import LLMSettings
         llm = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(LLMSettings)}
     return Settings(strategy=args.strategy, format=args.format, trials=args.trials or 3, timing=not args.no_timing,
                     arch=args.arch,
@@ -239,7 +239,7 @@ def _document(records, settings: Settings, device, suite: Path, notes: list[str]
 
 def _write_outputs(args, doc: dict) -> None:
     if args.report:
-        from ..bench.report import markdown, plot
+        from agent.bench.report import markdown, plot
         rp = Path(args.report)
         png = rp.with_suffix(".png")
         try:

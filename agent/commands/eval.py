@@ -7,12 +7,12 @@ import argparse
 from pathlib import Path
 
 from runner.config import ConfigError, phase_limits, project_options
-from runner.runners import open_runner
+from runner.serve.runners import open_runner
 from runner.schema import EvalOptions, EvalResult, Tolerance, to_json
 from runner.source import SourceError, build_request, declared_case_count, find_project_root, parse_spec
 
-from ..console import Ticker
-from ..render import render_compiled_diff, render_eval, sandbox_warning
+from agent.console import Ticker
+from agent.render import render_compiled_diff, render_eval, sandbox_warning
 from . import EXIT_BAD_INPUT, err, exit_code, product, runner_unavailable, tell_source_error, tell_unavailable
 
 

@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import Optional
 
 from runner.config import ConfigError, phase_limits, project_options
-from runner.runners import open_runner
+from runner.serve.runners import open_runner
 from runner.schema import EvalRequest, ErrorInfo, to_dict, to_json
 from runner.source import SourceError, build_request, find_project_root, parse_spec
 
-from ..console import Bar, Ticker
-from ..llm.session import LLMSettings
-from ..optimize import OptimizeSettings, optimize
-from ..outcome import Outcome
-from ..progress import Progress
-from ..render import diff_text, iteration_status, render_eval, render_llm, render_tune, sandbox_warning, step_line
-from ..tune.strategy import TuneSettings
+from agent.console import Bar, Ticker
+from agent.llm.session import LLMSettings
+from agent.optimize import OptimizeSettings, optimize
+from agent.outcome import Outcome
+from agent.progress import Progress
+from agent.render import diff_text, iteration_status, render_eval, render_llm, render_tune, sandbox_warning, step_line
+from agent.tune.strategy import TuneSettings
 from . import (EXIT_BAD_INPUT, EXIT_OK, EXIT_PROVIDER, EXIT_UNVERIFIED, err, exit_code, product,
                runner_unavailable, tell_source_error, tell_unavailable)
 
@@ -111,7 +111,7 @@ def llm_settings(args, recorded: dict) -> LLMSettings:
     """The command line over what a resumed run recorded, over the defaults; checked."""
     import dataclasses
 
-    from ..llm.providers import PROVIDERS
+    from agent.llm.providers import PROVIDERS
     given = {}
     for f in dataclasses.fields(LLMSettings):
         v = getattr(args, f.name, None)
@@ -144,7 +144,7 @@ def llm_settings(args, recorded: dict) -> LLMSettings:
 
 
 def _tune_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
-    from ..tune.knobs import find_launch_sites
+    from agent.tune.knobs import find_launch_sites
     if args.max_configs < 1 or args.trials < 1:
         raise ConfigError("--max-configs and --trials must be at least 1")
     if args.task_budget is not None and not (math.isfinite(args.task_budget) and args.task_budget > 0):
@@ -171,7 +171,7 @@ def _tune_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
 
 
 def _compile_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
-    from ..tune.knobs import find_launch_sites
+    from agent.tune.knobs import find_launch_sites
     if args.preview or args.untimed or args.task_budget is not None:
         raise UsageError("--preview, --untimed and --task-budget are for --strategy tune")
     path, _ = parse_spec(args.target)
@@ -188,7 +188,7 @@ def _compile_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
 
 
 def _llm_request(args) -> tuple[EvalRequest, Path, OptimizeSettings]:
-    from ..llm.rundir import RunDir
+    from agent.llm.rundir import RunDir
     if args.preview or args.untimed or args.task_budget is not None:
         raise UsageError("--preview, --untimed and --task-budget are for --strategy tune")
     run, recorded = None, {}
@@ -283,8 +283,8 @@ class Watch:
 
 def run(args, runner=None) -> int:
     """``geak optimize``. ``runner``: given (tests), else opened from ``--runner``."""
-    from ..llm.providers import ProviderError
-    from ..llm.rundir import RunDirError
+    from agent.llm.providers import ProviderError
+    from agent.llm.rundir import RunDirError
     own = runner is None
     try:
         req, root, settings = {"llm": _llm_request, "compile": _compile_request}.get(args.strategy, _tune_request)(args)

@@ -1,6 +1,6 @@
 """Inductor's module made into a standalone Triton file (text in, text out; no torch here).
 
-``runner.inductor.generate`` returns the module Inductor wrote for a function (its Triton
+``runner.worker.inductor.generate`` returns the module Inductor wrote for a function (its Triton
 kernels, each inside ``async_compile.triton(NAME, SOURCE)``, and ``call(args)``, the Python that
 allocates buffers and launches them), where each input of ``call`` comes from, the Triton helper
 functions the kernels use, and what the library calls are in ``torch``. ``write`` returns the

@@ -2,7 +2,7 @@
 
 1. After the original's own check, one more evaluation of the original with
    ``options.inductor``: its worker asks Inductor for Triton at the first case's inputs and
-   returns the module it writes (``runner.inductor``).
+   returns the module it writes (``runner.worker.inductor``).
 2. ``standalone.write`` makes the original file with the target computed by those kernels.
 3. That file is a candidate like any other: verified against the original on every case.
 4. On a GPU, the tuner searches its launches (the standalone file as its own target), and the
@@ -17,10 +17,10 @@ from typing import Callable, Optional
 
 from runner.schema import EvalRequest, EvalResult
 
-from ..deadline import Deadline
-from ..outcome import Outcome, Tried
-from ..progress import Progress, Tracker
-from .standalone import CannotWrite, write
+from agent.deadline import Deadline
+from agent.outcome import Outcome, Tried
+from agent.progress import Progress, Tracker
+from agent.compile.standalone import CannotWrite, write
 
 
 def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, settings,
@@ -70,7 +70,7 @@ def _tuned(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: st
            text: str, cand: EvalResult, out: Outcome) -> Outcome:
     """On a GPU: the tuner over the standalone file's launches, then the choice confirmed
     against the original."""
-    from ..tune.strategy import run as tune_run
+    from agent.tune.strategy import run as tune_run
     standalone = request.with_candidate(None)
     standalone.files[request.target.path] = text
     tuned = tune_run(runner, standalone, cand, arch, settings.tune, say, deadline)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import prompts
-from .retrieval import Corpus, example_text
+from agent.llm.retrieval import Corpus, example_text
 
 DEFAULT_INSTRUCTION = ("Optimize `{symbol}` for speed on the device below. Keep its outputs exactly "
                        "as they are (within floating-point tolerance) for every input shape and dtype.")

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Optional
 
 from . import generator, prompts, reflector
-from .evaluator import CORRECT, PROVIDER_ERROR
-from .ranking import best_known, history_text, rank, verified
-from .records import Step
+from agent.llm.evaluator import CORRECT, PROVIDER_ERROR
+from agent.llm.ranking import best_known, history_text, rank, verified
+from agent.llm.records import Step
 
 
 class Lane:

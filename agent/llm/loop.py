@@ -23,17 +23,17 @@ from typing import Callable, Optional
 
 from runner.schema import EvalRequest
 
-from ..deadline import Deadline
-from .evaluator import NO_CODE, PROVIDER_ERROR, candidate_request, outcome, speedup
-from .extract import NoCode, extract
-from .generator import Task
-from .lane import Lane
-from .ranking import choose
-from .providers import Provider, ProviderError, call
-from .records import Step
-from .reflector import compiled_feedback
-from .rundir import RunDir
-from .usage import BudgetExceeded, Usage
+from agent.deadline import Deadline
+from agent.llm.evaluator import NO_CODE, PROVIDER_ERROR, candidate_request, outcome, speedup
+from agent.llm.extract import NoCode, extract
+from agent.llm.generator import Task
+from agent.llm.lane import Lane
+from agent.llm.ranking import choose
+from agent.llm.providers import Provider, ProviderError, call
+from agent.llm.records import Step
+from agent.llm.reflector import compiled_feedback
+from agent.llm.rundir import RunDir
+from agent.llm.usage import BudgetExceeded, Usage
 
 
 @dataclass

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from .usage import Usage
+from agent.llm.usage import Usage
 
 PROVIDERS = ("openai", "anthropic")
 LOCAL_PLACEHOLDER_KEY = "no-key-needed"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .evaluator import CORRECT, speedup
-from .records import Step
+from agent.llm.evaluator import CORRECT, speedup
+from agent.llm.records import Step
 
 KEEP = 5
 MAX_NOTES_CHARS = 600

@@ -19,7 +19,7 @@ from typing import Optional
 from runner.schema import EvalResult
 
 from . import prompts
-from .records import Step
+from agent.llm.records import Step
 
 MAX_ERROR_CHARS = 4000
 
@@ -69,7 +69,7 @@ def flags_text(r: EvalResult) -> str:
 def compiled_feedback(original: list, r: EvalResult) -> Optional[str]:
     """The compiled difference for the reflector, for a verified candidate that is slower than
     the original or spills; None otherwise (or when either side has no compile report)."""
-    from ..render import render_compiled_diff
+    from agent.render import render_compiled_diff
     cand = [k for k in r.resources if k.variant is None]
     if not r.verified or not original or not cand:
         return None

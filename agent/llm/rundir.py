@@ -20,7 +20,7 @@ from pathlib import Path
 
 from runner.schema import EvalRequest, EvalResult, SchemaError, request_from_json, result_from_json, to_json
 
-from .records import Step
+from agent.llm.records import Step
 
 STEP_META = ("id", "iteration", "lane", "kind", "extraction", "notes", "error", "error_kind", "outcome",
              "input_tokens", "output_tokens", "seconds", "truncated", "compiled")

@@ -20,17 +20,17 @@ from typing import Callable, Optional
 
 from runner.schema import DeviceInfo, EvalRequest, EvalResult
 
-from ..outcome import Outcome, Tried
+from agent.outcome import Outcome, Tried
 from . import knowledge
-from .evaluator import speedup
-from .generator import Task
-from .loop import LoopConfig, LoopResult, run_loop
-from .ranking import choose, rank, verified
-from .providers import Provider, ProviderConfig, make_provider
-from .records import Candidate, Report, Step
-from .retrieval import Corpus, corpus_files
-from .rundir import RunDir
-from .usage import Usage
+from agent.llm.evaluator import speedup
+from agent.llm.generator import Task
+from agent.llm.loop import LoopConfig, LoopResult, run_loop
+from agent.llm.ranking import choose, rank, verified
+from agent.llm.providers import Provider, ProviderConfig, make_provider
+from agent.llm.records import Candidate, Report, Step
+from agent.llm.retrieval import Corpus, corpus_files
+from agent.llm.rundir import RunDir
+from agent.llm.usage import Usage
 
 
 @dataclass

@@ -34,7 +34,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .knobs import Span, source_span, end_of_arg
+from agent.tune.knobs import Span, source_span, end_of_arg
 
 TF32_ARCHS_ROCM = ("gfx942", "gfx950")
 """AMD archs whose ``tl.dot`` takes ``input_precision="tf32"`` (CDNA3 and later)."""

@@ -9,10 +9,10 @@ from typing import Callable, Optional
 
 from runner.schema import EvalRequest, EvalResult
 
-from ..deadline import Deadline
-from ..outcome import Outcome, Tried
-from ..progress import Progress, Tracker
-from .tuner import TuneReport, tune
+from agent.deadline import Deadline
+from agent.outcome import Outcome, Tried
+from agent.progress import Progress, Tracker
+from agent.tune.tuner import TuneReport, tune
 
 
 @dataclass
@@ -101,7 +101,7 @@ def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, 
     if report.improved and report.confirmation is not None:
         out.source, out.result, out.speedup = report.source, report.confirmation, report.best_speedup
     if s.untimed_edit and not report.improved and not report.timed and report.trials:
-        from .untimed import untimed_edit
+        from agent.tune.untimed import untimed_edit
         say(runner.progress("untimed", "checking the untimed edit"))
         out.untimed_edit, out.untimed_note = untimed_edit(runner, request, report, s.key)
     return out

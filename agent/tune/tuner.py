@@ -32,11 +32,11 @@ from typing import Callable, Optional
 from runner.aot import default_launch
 from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
-from ..deadline import BudgetRunner, Deadline
-from ..roofline import ROOFLINE_STOP_PCT, Roofline, roofline
-from .knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
+from agent.deadline import BudgetRunner, Deadline
+from agent.roofline import ROOFLINE_STOP_PCT, Roofline, roofline
+from agent.tune.knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
                     render_autotune_launch, render_config)
-from .rewrites import kernel_rewrites, rows_rewrite
+from agent.tune.rewrites import kernel_rewrites, rows_rewrite
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = {"cuda": (1, 2, 3, 4, 5), "rocm": (1, 2)}

@@ -11,8 +11,8 @@ from typing import Optional
 
 from runner.schema import EvalRequest
 
-from .knobs import find_autotune, find_launch_sites, render_autotune, render_autotune_launch
-from .tuner import DEFAULT_LAUNCH, TuneReport, Trial, backend_of, screen_part, shape_key
+from agent.tune.knobs import find_autotune, find_launch_sites, render_autotune, render_autotune_launch
+from agent.tune.tuner import DEFAULT_LAUNCH, TuneReport, Trial, backend_of, screen_part, shape_key
 
 
 def _rank(t: Trial) -> tuple:

@@ -1,4 +1,4 @@
-"""Attack 7a: replace `runner.channel.send` in the candidate's worker, so that every reply it
+"""Attack 7a: replace `runner.worker.channel.send` in the candidate's worker, so that every reply it
 sends claims a clean run (launches, no PyTorch compute, nothing tampered, no threads, passed),
 and send forged "judge"/"reference" replies on its protocol socket besides. The kernel itself is
 wrong (x + y + 1). Proves: the verdict is the reference worker's comparison; what the
@@ -10,7 +10,7 @@ import sys
 import torch
 import triton
 import triton.language as tl
-from runner import channel
+from runner.worker import channel
 
 _send = channel.send
 PASSED = {"passed": True, "detail": None, "max_abs": 0.0, "max_rel": 0.0, "left_out": []}
@@ -27,7 +27,7 @@ def _forged_send(msg):
 
 
 channel.send = _forged_send
-print("GEAK_ATTACK channel_send: runner.channel.send replaced", file=sys.stderr, flush=True)
+print("GEAK_ATTACK channel_send: runner.worker.channel.send replaced", file=sys.stderr, flush=True)
 
 
 @triton.jit

@@ -1,4 +1,4 @@
-"""Attack 7b: replace `runner.exchange.Guarded.breach` in the candidate's worker so that no
+"""Attack 7b: replace `runner.worker.exchange.Guarded.breach` in the candidate's worker so that no
 guard band ever reads as written, with a kernel that stores one element past the end of `out`
 (into the guard band behind it); its values are otherwise right. Unpatched, that is a mismatch
 ("writes outside its tensors"). Proves: patching the evaluator's checks in the candidate's
@@ -6,13 +6,13 @@ process is caught (importing the runner is rejected statically), so the write is
 
 import sys
 
-import runner.exchange
+import runner.worker.exchange
 import torch
 import triton
 import triton.language as tl
 
-runner.exchange.Guarded.breach = lambda self: None
-print("GEAK_ATTACK guard_breach: runner.exchange.Guarded.breach replaced", file=sys.stderr, flush=True)
+runner.worker.exchange.Guarded.breach = lambda self: None
+print("GEAK_ATTACK guard_breach: runner.worker.exchange.Guarded.breach replaced", file=sys.stderr, flush=True)
 
 
 @triton.jit

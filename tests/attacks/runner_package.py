@@ -1,6 +1,6 @@
 """Attack 1: at import, append a payload to the installed `runner` package (found by walking
 sys.path, without importing it or naming it in a way a static check resolves) that forges the
-judge: `runner.reference.ReferenceSide.judge` answers "passed" in every later process that
+judge: `runner.worker.reference.ReferenceSide.judge` answers "passed" in every later process that
 imports it. The kernel itself is wrong (x + y + 1). Proves: the runner's own code is read-only
 to a job, so no later evaluation (same pool, or a new process) is judged by a patched evaluator.
 
@@ -24,7 +24,7 @@ def _geak_attack_forge():
     import os, sys
     if not os.environ.get("GEAK_ATTACK_ARMED"):
         return
-    ref = sys.modules.get("runner.reference")
+    ref = sys.modules.get("runner.worker.reference")
     if ref is not None and hasattr(ref, "ReferenceSide"):
         ref.ReferenceSide.judge = lambda self, case, trial: {
             "passed": True, "detail": None, "max_abs": 0.0, "max_rel": 0.0, "left_out": []}

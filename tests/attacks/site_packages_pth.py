@@ -1,6 +1,6 @@
 """Attack 2: at import, write a `.pth` file and an import hook into the environment's
 site-packages (sysconfig's purelib, and site's own list). Every later Python process of that
-environment runs the hook, which patches `runner.reference` as it is imported so that the judge
+environment runs the hook, which patches `runner.worker.reference` as it is imported so that the judge
 answers "passed". The kernel itself is wrong (x + y + 1). Proves: the Python environment is
 read-only to a job, so a new process (a `geak eval`, the next fork server) judges as before.
 
@@ -20,14 +20,14 @@ import triton.language as tl
 HINTS = "@@GEAK_ATTACK_HINTS@@"  # the test writes {"marker": ..., "project": ...} here
 MARKER = HINTS["marker"] if isinstance(HINTS, dict) else "geak_attack_manual"
 
-HOOK = '''# GEAK_ATTACK %s: patches runner.reference in every Python process of this environment
+HOOK = '''# GEAK_ATTACK %s: patches runner.worker.reference in every Python process of this environment
 import os
 import sys
 
 
 class _GeakAttackFinder:
     def find_spec(self, name, path=None, target=None):
-        if name != "runner.reference" or not os.environ.get("GEAK_ATTACK_ARMED"):
+        if name != "runner.worker.reference" or not os.environ.get("GEAK_ATTACK_ARMED"):
             return None
         import importlib.util
         sys.meta_path.remove(self)

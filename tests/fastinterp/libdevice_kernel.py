@@ -1,10 +1,10 @@
 """A kernel calling libdevice (tanh, log1p, pow, round, isnan; the generic and the CUDA module) under
-the interpreter with ``runner.fastinterp.install_libdevice``; prints the largest differences from torch."""
+the interpreter with ``runner.worker.fastinterp.install_libdevice``; prints the largest differences from torch."""
 import os; os.environ["TRITON_INTERPRET"]="1"
 import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from runner import fastinterp
+from runner.worker import fastinterp
 print(len(fastinterp.install_libdevice()))  # names installed
 import torch, triton, triton.language as tl
 from triton.language.extra import libdevice

@@ -4,7 +4,7 @@ and which names of ``triton.language`` hold a builtin after each launch.
 
     python tests/fastinterp/run_kernels.py [--fast] [--time]
 
-``--fast``: with ``runner.fastinterp`` installed first (as a worker installs it).
+``--fast``: with ``runner.worker.fastinterp`` installed first (as a worker installs it).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(Path(__file__).parent)]
 import torch  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from runner import guards  # noqa: E402
+from runner.worker import guards  # noqa: E402
 
 installed = False
 if "--fast" in sys.argv:
-    from runner import fastinterp
+    from runner.worker import fastinterp
     installed = fastinterp.install()
 guards.patch_cuda_for_interpreter()
 guards.patch_autotune_for_interpreter()

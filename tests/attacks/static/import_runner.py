@@ -1,9 +1,9 @@
 """Means: importing the evaluator's own package, ``from runner import channel`` (the attack
-that replaced ``runner.channel.send``).
+that replaced ``runner.worker.channel.send``).
 Expect: reaches_evaluator reject"""
 
 from _kernel import launch
-from runner import channel  # means
+from runner.worker import channel  # means
 
 
 def add_relu(x, y):

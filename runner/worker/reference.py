@@ -1,9 +1,9 @@
 """The reference's worker: the user's code, the inputs, and the judgment (inside the worker).
 
 It imports only the reference tree; no candidate code ever runs in this process, so its
-judgment cannot be changed by a candidate. Per op (``runner.channel``):
+judgment cannot be changed by a candidate. Per op (``runner.worker.channel``):
 
-* ``load``: import the target, find the input cases (``runner.inputs``), say which run here;
+* ``load``: import the target, find the input cases (``runner.worker.inputs``), say which run here;
 * ``reference`` (case, trial): build the trial's inputs under its own seed, write them to the
   exchange directory for the candidate (layout kept), run the reference on its own copy, and
   keep the record. Where the reference's outputs hold the allocation pattern, run it again
@@ -37,7 +37,7 @@ from .exchange import (PATTERN_A, PATTERN_B, RERUN_CANARIES, TooLarge, any_patte
                        to_transfer, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call, lookup
-from .units import separator_line
+from ..units import separator_line
 
 
 RERUNS = 3
@@ -70,7 +70,7 @@ class ReferenceSide(Side):
         if op == "attach":  # the next evaluation of the same reference, with its own options
             from pathlib import Path
 
-            from . import schema
+            from .. import schema
             self.xdir = Path(msg["exchange"])
             self.retarget(schema.from_dict(schema.EvalRequest, msg["request"]))
             self.expected.clear()

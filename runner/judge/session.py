@@ -1,7 +1,7 @@
 """One evaluation: the pool's conversation with a reference worker and a candidate worker.
 
 Standard library only (the pool's process never imports torch). The steps, each an op of
-``runner.channel``:
+``runner.worker.channel``:
 
 1. load both sides at once (import stage): the reference finds the cases; the candidate imports
    its tree (and the reference's, to time it);
@@ -13,7 +13,7 @@ Standard library only (the pool's process never imports torch). The steps, each 
    in its own process, then reference and candidate interleaved in the candidate's; then the
    candidate runs once more on fresh inputs and must still be right.
 
-The verdict is assembled by ``runner.verdict`` from what each side said.
+The verdict is assembled by ``runner.judge.verdict`` from what each side said.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import threading
 import time
 from typing import Optional
 
-from . import sandbox
+from .. import sandbox
 from .process import FROM_CANDIDATE, FROM_REFERENCE, Budget, WorkerProcess, Stopped, promote_compiles
-from .schema import EvalRequest, EvalResult, beats
+from ..schema import EvalRequest, EvalResult, beats
 from .verdict import Verdict
 
 
@@ -44,7 +44,7 @@ class Evaluation:
         self.stages: dict[str, float] = {}
         self.stage = "import"
         self.ran: list[int] = []
-        from .units import resolve
+        from ..units import resolve
         self.opts.unit = resolve(self.opts.unit, req.files.get(req.target.path, ""))
         limits = self.opts.limits
         for job in (ref, cand):
@@ -212,7 +212,7 @@ class Evaluation:
         other = self.ref if to_ref else self.cand
         dst = self.xdirs[id(other)]
         allowed = FROM_CANDIDATE if to_ref else FROM_REFERENCE
-        # Shared memory (sealed memfds: runner.exchange) first, then files.
+        # Shared memory (sealed memfds: runner.worker.exchange) first, then files.
         for name in list(job.outbox):
             fd = job.outbox.pop(name)
             if name.startswith(allowed) and ".tmp-" not in name:
@@ -443,5 +443,5 @@ def _claims_faster(t: Optional[dict]) -> bool:
 
 
 def _request_dict(req: EvalRequest) -> dict:
-    from .schema import to_dict
+    from ..schema import to_dict
     return to_dict(req)

@@ -1,6 +1,6 @@
 """The fork server: torch and triton imported once, a fresh worker forked per job.
 
-    python -m runner.zygote CTRL_FD DEVICE ISOLATE
+    python -m runner.worker.zygote CTRL_FD DEVICE ISOLATE
 
 The pool starts one of these and talks to it over a Unix datagram socket (``CTRL_FD``):
 
@@ -12,7 +12,7 @@ The pool starts one of these and talks to it over a Unix datagram socket (``CTRL
   -> {"event": "fatal", "message": TEXT}
 
 Per job it forks a *keeper*, which enters new PID and network namespaces where it can
-(``runner.sandbox``), becomes a subreaper and forks the *worker* (``runner.worker.serve``).
+(``runner.sandbox``), becomes a subreaper and forks the *worker* (``runner.worker.main.serve``).
 The keeper waits for the worker, kills whatever is left below it, and exits with the worker's
 status, which the fork server reports. Nothing here runs user code: the worker is the first
 process of the job's tree to import it, and it never outlives the keeper (parent-death signal).
@@ -52,7 +52,7 @@ def _status(status: int) -> tuple[int | None, int | None]:
 def _keeper(ctrl: socket.socket, fds: list[int], scratch: str, isolate: bool, pidns: bool,
             server_pid: int, confined: bool) -> None:
     """The job's first process (never returns)."""
-    from . import sandbox
+    from .. import sandbox
     try:
         ctrl.close()
         proto, err = fds
@@ -102,7 +102,7 @@ def _confine(scratch: str, ns: dict, confined: bool) -> None:
     showed that it holds; a job that cannot get it where it should ends before any user code."""
     if not confined or ns.get("mount") != "own namespace":
         return
-    from . import sandbox
+    from .. import sandbox
     try:
         ns.update(sandbox.confine(scratch, os.environ.get("GEAK_TRITON_SHARED_CACHE"), _hidden(),
                                   _tmp_mb(), ns.get("user") == "own namespace"))
@@ -124,12 +124,12 @@ def _tmp_mb() -> int:
     try:
         return int(float(os.environ.get("GEAK_SANDBOX_TMP_MB", "")))
     except ValueError:
-        from .sandbox import TMP_MB
+        from ..sandbox import TMP_MB
         return TMP_MB
 
 
 def _serve(scratch: str, ns: dict, parent: int) -> None:
-    from . import worker as w
+    from . import main as w
     code = 1
     try:
         code = w.serve(3, scratch, ns, parent)
@@ -156,7 +156,7 @@ def _run_worker(worker: int, scratch: str, ns: dict) -> None:
     if worker == 0:
         _serve(scratch, ns, 1)
     os.close(3)
-    from . import sandbox
+    from .. import sandbox
     sandbox.drop_privileges()  # nothing in the namespace holds a capability
     st = _wait_for(worker)
     os._exit(128 + os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st))
@@ -167,12 +167,12 @@ def main() -> int:
     requested = sys.argv[2] if len(sys.argv) > 2 else "auto"
     isolate = (sys.argv[3] if len(sys.argv) > 3 else "1") == "1"
     try:
-        from . import worker
+        from . import main as worker
         gpu = worker.prepare(requested)
     except BaseException as e:
         _send(ctrl, {"event": "fatal", "message": f"{type(e).__name__}: {e}"})
         return 1
-    from . import sandbox
+    from .. import sandbox
     sandbox.set_subreaper()  # orphans of a keeper that was killed land here, and are swept
     pidns = isolate and sandbox.pid_namespace_works()
     # Everything imported so far (torch, triton, the runner) lives as long as any worker: out

@@ -13,7 +13,7 @@ import sys
 from dataclasses import fields
 from typing import Optional, Sequence
 
-from .schema import LIMIT_UNITS, Limits, to_json
+from ..schema import LIMIT_UNITS, Limits, to_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +78,7 @@ def add_serve_arguments(s: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args) -> int:
     try:
-        from .daemon.main import serve
+        from runner.serve.daemon.main import serve
     except ImportError as e:
         print(f"geak-runner: serve needs aiohttp ({e}); pip install aiohttp", file=sys.stderr)
         return 2
@@ -88,8 +88,8 @@ def cmd_serve(args) -> int:
 def cmd_info(args) -> int:
     """One worker here (or the daemon at ``--runner``): is it reachable, does it take the token,
     which device does it evaluate on."""
-    from .config import ConfigError
-    from .process import PoolError
+    from ..config import ConfigError
+    from runner.judge.process import PoolError
     from .runners import open_runner
     try:
         runner = open_runner(args.runner or "local", args.device, 1)

@@ -1,9 +1,9 @@
 """The candidate's worker: runs the candidate, reports what it saw, times (inside the worker).
 
 This process imports candidate code, so everything it says is a claim: its outputs go to the
-reference's worker to be judged, and the pool decides the verdict (``runner.verdict``). What it
+reference's worker to be judged, and the pool decides the verdict (``runner.judge.verdict``). What it
 observes (Triton launches, PyTorch compute, streams, threads, replaced library functions, calls
-into the reference) can only make a verdict worse. Per op (``runner.channel``):
+into the reference) can only make a verdict worse. Per op (``runner.worker.channel``):
 
 * ``load``: import the reference tree (to time it) and the candidate tree, with tripwires where
   a candidate could reach the reference symbol; check the signature;
@@ -12,7 +12,7 @@ into the reference) can only make a verdict worse. Per op (``runner.channel``):
 * ``observe``: what the candidate did over all its calls;
 * ``aot``: ahead-of-time compile reports of its launches (and of ``aot_configs``), or under
   the interpreter what the pool's compile worker is to compile;
-* ``time`` (case): reference and candidate interleaved on the same inputs (``runner.timing``).
+* ``time`` (case): reference and candidate interleaved on the same inputs (``runner.worker.timing``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .errors import Failure
 from .exchange import PATTERN_A, clone_layout, from_transfer, load, save
 from .inputs import Call, unit_tests
 from .side import Side, clone_call, lookup
-from .units import separator_line
+from ..units import separator_line
 
 
 MAX_VARIANTS = 4  # sets of input dtypes Inductor is asked to write for
@@ -231,8 +231,8 @@ class CandidateSide(Side):
     def aot_reports(self, arch: str) -> tuple[list, Optional[dict]]:
         """The compile reports made here, and the compiles this process cannot make (under the
         interpreter; ``runner.aot.compile_request``) for the pool's compile worker."""
-        from .aot import ARCHS, compile_for, compile_request, constexprs_to_wire, default_stage, share_listings, with_config
-        from .schema import KernelResources, to_dict
+        from ..aot import ARCHS, compile_for, compile_request, constexprs_to_wire, default_stage, share_listings, with_config
+        from ..schema import KernelResources, to_dict
         if arch == "device":
             arch = self.device.arch or ""
         if arch not in ARCHS:
@@ -290,7 +290,7 @@ class CandidateSide(Side):
 
     def inductor(self) -> dict:
         """What PyTorch's compiler writes for the target on the first case's inputs
-        (``runner.inductor``); never compiled or run here."""
+        (``runner.worker.inductor``); never compiled or run here."""
         from .inductor import generate_all
         if self.unit == "tests":
             return {"error": "PyTorch's compiler is given a function and its inputs: this file's "

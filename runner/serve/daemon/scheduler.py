@@ -18,9 +18,9 @@ import traceback
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..local import LocalRunner
-from ..pool import PoolError
-from ..schema import (DeviceInfo, ErrorInfo, EvalResult, Flag, SchemaError, from_dict, request_from_json,
+from runner.serve.local import LocalRunner
+from runner.judge.pool import PoolError
+from runner.schema import (DeviceInfo, ErrorInfo, EvalResult, Flag, SchemaError, from_dict, request_from_json,
                       to_json)
 from .store import Store
 

@@ -134,7 +134,7 @@ def limit_ceilings(args):
     import math
     from dataclasses import fields
 
-    from ..schema import Limits
+    from runner.schema import Limits
     values = {f.name: getattr(args, f"ceiling_{f.name}") for f in fields(Limits)}
     for name, v in values.items():
         if not (math.isfinite(v) and v > 0):
@@ -236,7 +236,7 @@ class _Daemon:
         import shutil
         import tempfile
 
-        from .. import sandbox
+        from runner import sandbox
         root = tempfile.mkdtemp(prefix="probe-", dir=str(scratch))
         try:
             confined, facts = sandbox.self_test(root, hide=self.hide)
@@ -319,7 +319,7 @@ class _Daemon:
             self.spool.start()
 
     def announce(self) -> None:
-        from ..schema import LIMIT_UNITS
+        from runner.schema import LIMIT_UNITS
         args = self.args
         scheme = "https" if self.ctx else "http"
         addrs = ", ".join(f"{scheme}://{a[0] if ':' not in a[0] else '[' + a[0] + ']'}:{a[1]}"

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import torch
 
-from .schema import Tolerance
+from ..schema import Tolerance
 
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(atol=1e-7, rtol=1e-7),

@@ -12,9 +12,9 @@ import os
 import uuid
 from typing import Optional
 
-from .pool import WorkerPool
-from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult
-from .source import SourceError, analyze_target, no_inputs_error
+from runner.judge.pool import WorkerPool
+from ..schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult
+from ..source import SourceError, analyze_target, no_inputs_error
 
 
 def check_request(req: EvalRequest, static_reject: bool = True) -> Optional[EvalResult]:
@@ -24,14 +24,14 @@ def check_request(req: EvalRequest, static_reject: bool = True) -> Optional[Eval
     try:
         arch = req.options.aot_arch
         if arch is not None and arch != "device":
-            from .aot import ARCHS  # noqa: imports no torch at module level
+            from ..aot import ARCHS  # noqa: imports no torch at module level
             if arch not in ARCHS:
                 raise SourceError(ErrorInfo(kind="bad_request", side="harness",
                                             message=f"unknown arch '{arch}'",
                                             hint="use one of " + ", ".join(sorted(ARCHS)) + ", or device"))
         stage = req.options.aot_stage
         if stage is not None and stage != "default":
-            from .aot import ARCHS, STAGES
+            from ..aot import ARCHS, STAGES
             known = STAGES[ARCHS[arch].backend] if arch in ARCHS else (*STAGES["cuda"], "amdgcn")
             if stage not in known:
                 where = f" for {arch}" if arch in ARCHS else ""
@@ -55,7 +55,7 @@ def check_request(req: EvalRequest, static_reject: bool = True) -> Optional[Eval
                                    "candidate")
             req.candidate.symbol = cinfo.symbol
             if static_reject:
-                from .verdict import static_rejection
+                from runner.judge.verdict import static_rejection
                 early = static_rejection(req)
                 if early is not None:
                     return early

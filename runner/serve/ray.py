@@ -39,9 +39,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-from .daemon.scheduler import MAX_ATTEMPTS
+from runner.serve.daemon.scheduler import MAX_ATTEMPTS
 from .remote import RunnerUnavailable, unavailable_result
-from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Flag, SchemaError, from_dict, to_json
+from ..schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Flag, SchemaError, from_dict, to_json
 
 _CONNECTION_LOCK = threading.Lock()
 # The Ray connection that RayRunners made (Ray allows one per process), and how many use it.
@@ -87,7 +87,7 @@ class EvalActor:
 
     def hello(self) -> dict:
         """Starts the pool's first worker; what this actor evaluates on, or why it cannot."""
-        from .process import PoolError
+        from runner.judge.process import PoolError
         where = {"pid": os.getpid(), "host": socket.gethostname(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
         try:
             info = self.runner.device_info()
@@ -96,9 +96,9 @@ class EvalActor:
         return {**where, "device": json.loads(to_json(info))}
 
     def evaluate(self, text: str) -> str:
-        from .daemon.scheduler import crashed_result
-        from .process import PoolError
-        from .schema import request_from_json
+        from runner.serve.daemon.scheduler import crashed_result
+        from runner.judge.process import PoolError
+        from ..schema import request_from_json
         try:
             req = request_from_json(text)
         except SchemaError as e:  # a client of another schema major

@@ -31,8 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from .process import PoolError
-from .schema import (SCHEMA, DeviceInfo, ErrorInfo, EvalRequest, EvalResult, SchemaError, check_schema,
+from runner.judge.process import PoolError
+from ..schema import (SCHEMA, DeviceInfo, ErrorInfo, EvalRequest, EvalResult, SchemaError, check_schema,
                      from_dict, to_json)
 
 

@@ -1,7 +1,7 @@
 """What the reference's and the candidate's workers share: loading the code under test, and
 running one case of it while recording what it produced (inside the worker).
 
-A *record* is what gets compared, as plain data (``runner.exchange.to_plain``):
+A *record* is what gets compared, as plain data (``runner.worker.exchange.to_plain``):
 
 * unit ``symbol``: ``{"output": ..., "inputs_after": [...], "grads": [...] | None}`` — the
   call's outputs, every argument's state after the call (in-place updates), and, when inputs
@@ -11,7 +11,7 @@ A *record* is what gets compared, as plain data (``runner.exchange.to_plain``):
   test returned, and every call it made into the code above the separator.
 
 Before each call (or test) every random generator is seeded the same way on both sides, and
-``torch.empty`` and friends are filled with a byte pattern (``runner.exchange.Allocations``).
+``torch.empty`` and friends are filled with a byte pattern (``runner.worker.exchange.Allocations``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .errors import Failure, classify
 from .exchange import Allocations, clone_layout, input_breaches, leaves, to_plain
 from .inputs import Call, seed_all
 from .trees import Trees
-from .units import separator_line, without_test_calls
+from ..units import separator_line, without_test_calls
 
 MAX_TIMED_CALLS = 8  # per test, in unit "tests"
 
@@ -290,7 +290,7 @@ class Side:
     def time_pairs(self, pairs: list[tuple], rep_ms: float, min_reps: int) -> dict:
         """Each (ref call, cand call) timed interleaved; the case's figures are sums over its
         calls (as TritonBench sums over input sizes)."""
-        from .devices import l2_bytes
+        from ..devices import l2_bytes
         from .timing import hidden_work, time_pair
         opts = self.opts
         ref_ms = cand_ms = ref_wall = cand_wall = 0.0

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..schema import SCHEMA, ErrorInfo, EvalResult, to_dict, to_json
+from runner.schema import SCHEMA, ErrorInfo, EvalResult, to_dict, to_json
 from .scheduler import Scheduler
 from .store import Conflict, Store
 from .validate import Invalid, Policy, check_id, parse_request

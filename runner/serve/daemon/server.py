@@ -27,7 +27,7 @@ from typing import Optional
 
 from aiohttp import web
 
-from ..schema import SCHEMA, to_dict
+from runner.schema import SCHEMA, to_dict
 from .scheduler import Scheduler
 from .store import Busy, Conflict, Store
 from .validate import Invalid, Policy, check_id, parse_request

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .errors import UNWRITTEN, VARYING
-from .schema import (BYTES_BASES, CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalRequest, EvalResult,
-                     Flag, KernelResources, Timing, from_dict)
+from ..schema import (BYTES_BASES, UNWRITTEN, VARYING, CaseResult, CaseTiming, DeviceInfo, ErrorInfo, EvalRequest,
+                      EvalResult, Flag, KernelResources, Timing, from_dict)
 
 REF_SLOWDOWN_LIMIT = 1.25
 GENERATED_MAX = 4 << 20  # bytes of Inductor code a result carries
@@ -45,11 +44,11 @@ class Verdict:
     def static_checks(self) -> None:
         """The candidate's files read statically, here, where no candidate code runs
         (``source.candidate_flags``): every flag goes into the result; a reject ends the
-        evaluation as ``rejected`` (``static_rejected``). ``runner.local.check_request`` does the
+        evaluation as ``rejected`` (``static_rejected``). ``runner.serve.local.check_request`` does the
         same before any worker is taken; this is for a request that reaches the pool any other way."""
         if self.self_check:
             return
-        from .source import candidate_flags
+        from ..source import candidate_flags
         for f in candidate_flags(self.req):
             self.result.flags.append(f)
             if f.severity == "reject":
@@ -270,7 +269,7 @@ class Verdict:
 
     def resources(self, items: list) -> None:
         out = []
-        from .aot import share_listings  # noqa: imports no torch at module level
+        from ..aot import share_listings  # noqa: imports no torch at module level
         for item in items:
             try:
                 out.append(from_dict(KernelResources, item))
@@ -443,7 +442,7 @@ class Verdict:
 
 def static_rejection(req: EvalRequest) -> Optional[EvalResult]:
     """The result for a request whose candidate the static check rejects, before anything of it
-    runs (``runner.local.check_request``); None when it does not."""
+    runs (``runner.serve.local.check_request``); None when it does not."""
     v = Verdict(req, None)
     if not v.static_rejects:
         return None

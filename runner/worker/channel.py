@@ -10,12 +10,12 @@ Messages to the pool:
   -> {"event": "reply", "op": NAME, "failure": {...}}   or the failure of the user's code
 
 A message may carry shared-memory files (sealed memfds, SCM_RIGHTS) named in its "fds" list:
-a reply, what its side hands the other (inputs, outputs: ``runner.exchange.save``); an op from
+a reply, what its side hands the other (inputs, outputs: ``runner.worker.exchange.save``); an op from
 the pool, what the other side handed this one (``received``).
 
 The pool holds the device lock an op needs before it sends the op. Nothing the worker says
 decides a verdict by itself: the pool treats a candidate worker's messages as claims, and the
-verdict comes from the reference worker's comparison (``runner.verdict``).
+verdict comes from the reference worker's comparison (``runner.judge.verdict``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ MAX_FDS = 64
 """The most shared-memory files one message carries."""
 
 _outbox: dict[str, int] = {}
-"""What this side hands the other (``runner.exchange.save``): name -> sealed memfd, sent with
+"""What this side hands the other (``runner.worker.exchange.save``): name -> sealed memfd, sent with
 the next message and then closed here."""
 _inbox: dict[str, int] = {}
 """What the other side handed this one (through the pool): name -> memfd."""

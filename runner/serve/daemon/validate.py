@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from ..schema import (EvalRequest, Flag, Limits, SchemaError, check_schema, clamp_limits, from_dict,
+from runner.schema import (EvalRequest, Flag, Limits, SchemaError, check_schema, clamp_limits, from_dict,
                       to_json)
 from .store import ID_RE
 

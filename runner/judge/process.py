@@ -1,7 +1,7 @@
 """One evaluation's worker processes: a ``WorkerProcess`` (a worker the fork server made, the
 conversation over its socket, its exchange directory, its limits and how it ended), the time
 ``Budget`` of an evaluation, and what the two sides may hand each other. Standard library only.
-The pool (``runner.pool``) makes and keeps them; the session (``runner.session``) talks through
+The pool (``runner.judge.pool``) makes and keeps them; the session (``runner.judge.session``) talks through
 them."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Optional
 
-from . import sandbox
-from .schema import DeviceInfo
+from .. import sandbox
+from ..schema import DeviceInfo
 
 SIGNALS = {signal.SIGSEGV: "a segmentation fault (SIGSEGV)", signal.SIGBUS: "a bus error (SIGBUS)",
             signal.SIGABRT: "an abort (SIGABRT)", signal.SIGFPE: "a floating-point exception (SIGFPE)",
@@ -47,7 +47,7 @@ class PoolError(RuntimeError):
 
 
 MAX_FDS = 64
-"""The most shared-memory files one message carries (``runner.channel.MAX_FDS``)."""
+"""The most shared-memory files one message carries (``runner.worker.channel.MAX_FDS``)."""
 
 
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
@@ -427,6 +427,6 @@ def promote_compiles(job: "WorkerProcess", shared: str, layer: str) -> None:
     """A worker's compiled kernels join a layer of the shared compile cache (runner.tcache):
     its reference's (``layer``: the reference digest), or the warm-up's (``tcache.WARM``),
     which only takes what a worker compiled before any user code ran there."""
-    from .tcache import promote
+    from ..tcache import promote
     if job.clean and layer and "/" not in layer:
         promote(os.path.join(job.scratch, ".triton"), os.path.join(shared, layer))

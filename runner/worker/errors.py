@@ -111,8 +111,3 @@ def classify(exc: BaseException, side: str, where: str, trees: Trees) -> Failure
     return Failure("runtime_error", "runtime_error", side,
                    f"{where}: {name}: {first[0][:300] if first else ''}".rstrip(": "),
                    tb=tb, file=file, line=line)
-
-
-# Why elements are left out of a comparison (said in the result's notes).
-UNWRITTEN = "the original leaves them unwritten"
-VARYING = "the original gives them other values on another run"

@@ -124,7 +124,7 @@ class LaunchRecorder:
         if len(sigs) >= MAX_SIGNATURES:
             return
         try:
-            from .aot import describe_launch
+            from ..aot import describe_launch
             sig = describe_launch(raw_fn, args, kwargs, no_specialize)
         except Exception:
             sig = None

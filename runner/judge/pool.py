@@ -1,8 +1,8 @@
-"""The pool of worker processes for evaluations (the processes themselves: ``runner.process``;
-the lock that keeps timing exclusive on a device: ``runner.locks``).
+"""The pool of worker processes for evaluations (the processes themselves: ``runner.judge.process``;
+the lock that keeps timing exclusive on a device: ``runner.judge.locks``).
 
 Standard library only. Every evaluation runs in two workers forked by the fork server
-(``runner.zygote``): a *reference* worker that never imports candidate code and judges, and a
+(``runner.worker.zygote``): a *reference* worker that never imports candidate code and judges, and a
 *candidate* worker that runs the candidate and is used for that one evaluation only. Spare
 workers (torch and triton imported, CUDA context up, no user code yet) wait ready, so a fresh
 process costs no start-up latency. A reference worker whose evaluation went cleanly may serve
@@ -12,7 +12,7 @@ The pool enforces a time limit per stage (import, run, timing; waits for the dev
 not count) and a host-memory ceiling over each job's whole process tree; a job that crashes,
 hangs or exceeds memory is killed with everything it started (``runner.sandbox``), and the
 result says what happened. The conversation with the two workers and the verdict are in
-``runner.session`` and ``runner.verdict``.
+``runner.judge.session`` and ``runner.judge.verdict``.
 
 Device sharing: correctness work of several workers may overlap (shared lock); timing takes the
 device alone (exclusive lock, writer-preferring). A Triton compile inside an op is announced
@@ -41,10 +41,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from . import sandbox
+from .. import sandbox
 from .locks import RWLock
 from .process import Budget, WorkerProcess, PoolError, Stopped, promote_compiles
-from .schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Limits, from_dict, to_dict
+from ..schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Limits, from_dict, to_dict
 from .session import Evaluation
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -88,7 +88,7 @@ class ForkServer:
         self.sock = ours
         env = pool._env()
         self.proc = subprocess.Popen(
-            [pool.python, "-m", "runner.zygote", str(theirs.fileno()), device or pool.device,
+            [pool.python, "-m", "runner.worker.zygote", str(theirs.fileno()), device or pool.device,
              "1" if pool.isolate else "0"],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, env=env, cwd=pool.root, start_new_session=True)
@@ -390,7 +390,7 @@ class WorkerPool:
                     with self._cond:
                         self._info = self._info or job.device
                     if job.device.is_gpu:  # no user code has run there yet: its warm-up's compiles
-                        from .tcache import WARM  # (not at the top: it imports triton where it can)
+                        from ..tcache import WARM  # (not at the top: it imports triton where it can)
                         promote_compiles(job, self.compile_cache, WARM)  # spare the next spares theirs
                     return job
         except BaseException:

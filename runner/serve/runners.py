@@ -17,8 +17,8 @@ import os
 import urllib.parse
 from typing import Callable, Optional, Protocol
 
-from .config import ConfigError
-from .schema import DeviceInfo, EvalRequest, EvalResult
+from ..config import ConfigError
+from ..schema import DeviceInfo, EvalRequest, EvalResult
 
 
 class Runner(Protocol):
@@ -53,7 +53,7 @@ def _spool(spec: str, device: str, workers: Optional[int]) -> Runner:
 
 
 def _ray(spec: str, device: str, workers: Optional[int]) -> Runner:
-    # One actor per GPU of the cluster, each with a worker pool of `workers` (runner/ray.py).
+    # One actor per GPU of the cluster, each with a worker pool of `workers` (runner/serve/ray.py).
     from .ray import RayRunner
     return RayRunner.from_spec(spec, device=device, workers=workers or 2)
 

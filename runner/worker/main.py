@@ -1,4 +1,4 @@
-"""The worker: one process, one job, forked by the fork server (``runner.zygote``).
+"""The worker: one process, one job, forked by the fork server (``runner.worker.zygote``).
 
 ``prepare`` runs once in the fork server: it chooses the device (before triton is imported:
 ``TRITON_INTERPRET`` is read when a kernel is decorated), imports torch, triton and the runner's
@@ -6,10 +6,10 @@ worker-side modules, and installs the launch recorder. ``serve`` runs in each fo
 locks the process down (``runner.sandbox``), creates the CUDA context, says hello, then answers
 the pool's ops for one role until told to exit:
 
-* ``reference`` (``runner.reference``): imports only the reference tree, finds the input cases,
+* ``reference`` (``runner.worker.reference``): imports only the reference tree, finds the input cases,
   runs the reference, and judges the candidate's outputs against it. It never imports candidate
   code, so what it says about correctness cannot be forged by a candidate.
-* ``candidate`` (``runner.candidate``): imports the candidate tree (and the reference's, to time
+* ``candidate`` (``runner.worker.candidate``): imports the candidate tree (and the reference's, to time
   both), runs the candidate on the inputs the reference wrote, writes its outputs for the
   reference to judge, reports what it observed, and times reference and candidate interleaved.
 
@@ -34,7 +34,7 @@ _STATE: dict = {}
 
 
 def _compile_outside_device_lock() -> None:
-    """Announce Triton compiles inside an op as a "compile" phase (see runner.channel): compiling
+    """Announce Triton compiles inside an op as a "compile" phase (see runner.worker.channel): compiling
     is CPU work, and holding the device lock through it would keep another worker's timing
     waiting. Triton versions without ``JITFunction._do_compile`` keep the lock."""
     import functools
@@ -65,13 +65,14 @@ def prepare(requested: str) -> bool:
     whether workers will use a GPU. Never initialises the GPU driver."""
     import torch
 
-    from . import devices
+    from .. import devices
     if requested == "compile":  # a compile worker's fork server (runner.aot): triton as the GPU has it
         os.environ.pop("TRITON_INTERPRET", None)
         import numpy  # noqa: F401
         import triton  # noqa: F401
 
-        from . import aot, inputs, trees  # noqa: F401
+        from .. import aot
+        from . import inputs, trees  # noqa: F401
         try:
             import triton.knobs as knobs
             knobs.runtime.interpret = False
@@ -132,7 +133,7 @@ def prepare(requested: str) -> bool:
 def _lock_down(scratch: str, keeper: int, ns: dict) -> dict:
     import resource
 
-    from . import sandbox
+    from .. import sandbox
     os.setsid()
     sandbox.die_with_parent(keeper)
     try:
@@ -167,7 +168,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
     sys.stdout = sys.stderr  # fd 1 and 2 are the job's log pipe; the protocol is its own socket
     try:
         sandbox_facts = _lock_down(scratch, keeper, ns)
-        from . import devices, schema
+        from .. import devices, schema
         requested = _STATE["requested"]
         # The fork server counted GPUs through NVML so as not to start the driver before
         # forking; from here on torch asks the driver, as it does in a plain run (NVML may not
@@ -187,7 +188,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
         why = f"{type(e).__name__}: {e}"
         if _STATE.get("gpu"):
             try:
-                from . import devices
+                from .. import devices
                 import torch
                 where = traceback.extract_tb(e.__traceback__)[-3:]
                 why += f" ({devices._why_no_gpu(torch)}; at " + " < ".join(
@@ -255,7 +256,7 @@ class _Compiles:
 
 
 def _make_role(msg: dict, scratch: Path):
-    from . import schema
+    from .. import schema
     req = schema.from_dict(schema.EvalRequest, msg["request"])
     xdir = Path(msg["exchange"])
     if msg.get("role") == "reference":
@@ -278,8 +279,8 @@ def compile_tree(scratch: str, files: dict[str, str], jobs: list[dict], seed: in
 
     from triton.runtime.jit import JITFunction
 
-    from .aot import LaunchSignature, compile_for, constexprs_from_wire, share_listings
-    from .schema import KernelResources, to_dict
+    from ..aot import LaunchSignature, compile_for, constexprs_from_wire, share_listings
+    from ..schema import KernelResources, to_dict
     from .inputs import seed_all
     from .trees import Trees
     trees = Trees(Path(scratch), files, {}, set(), interp=False)

@@ -3,7 +3,7 @@
 Inside the worker (needs torch).
 
 * ``save`` / ``load``: structures of tensors and plain values in shared memory: a sealed memfd
-  per item, handed through the pool (``runner.channel``), mapped copy-on-write by the reader.
+  per item, handed through the pool (``runner.worker.channel``), mapped copy-on-write by the reader.
   Loading uses ``torch.load(weights_only=True)``, which builds tensors and plain containers
   only and never runs code, so what candidate code wrote cannot do anything in the process
   that judges it; the seals mean its writer cannot change it after handing it over. Inputs keep their exact layout (strides, storage
@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import channel
 from .compare import compare, map_tensors, outside
-from .errors import UNWRITTEN, VARYING
+from ..schema import UNWRITTEN, VARYING
 
 PATTERN_A = 0xFF  # NaN for every float type, -1 for signed integers
 PATTERN_B = 0x7F  # a different value of every type
