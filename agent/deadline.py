@@ -5,7 +5,7 @@ A ``Deadline`` is a point in ``time.monotonic()``: ``geak optimize --task-budget
 whole run, and a task keeps the earlier of the two. The strategies check it between batches of
 evaluations (the tuner before each batch of configs, the GEAK loop before each iteration) and
 stop there, keeping their best verified result so far. Nothing is killed: an evaluation already
-running when the deadline passes finishes, but every request sent through ``BudgetRunner`` has
+running when the deadline passes finishes, but every request sent through ``agent.watch.Watched`` has
 its phase limits (import, run, timing) lowered to the time left when its batch starts, so it
 ends, as a ``timeout`` at worst, no later than that after the batch began (``limits.total_s``
 bounds the whole evaluation, its phases and waits together). The runners have no
@@ -70,30 +70,3 @@ class Deadline:
 def earliest(*deadlines: Optional[Deadline]) -> Optional[Deadline]:
     given = [d for d in deadlines if d is not None]
     return min(given, key=lambda d: d.at) if given else None
-
-
-class BudgetRunner:
-    """A runner whose requests run with phase limits no longer than the deadline leaves. A
-    result that timed out under a lowered limit says so in its message: the budget, not the
-    code, ended it."""
-
-    def __init__(self, runner, deadline: Deadline):
-        self.runner, self.deadline = runner, deadline
-        self.cut = 0
-        """Evaluations that timed out under a limit the deadline lowered."""
-
-    def evaluate(self, request: EvalRequest) -> EvalResult:
-        return self.evaluate_many([request])[0]
-
-    def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
-        sent = [self.deadline.limit(r) for r in requests]
-        results = self.runner.evaluate_many([r for r, _ in sent])
-        for (req, lowered), res in zip(sent, results):
-            if lowered and res.status == "timeout":
-                self.cut += 1
-                res.message = (f"stopped by the {self.deadline.why}: this evaluation's limits were lowered to the "
-                               f"{req.options.limits.run_s:.0f} s left; " + res.message)
-        return results
-
-    def __getattr__(self, name: str):  # device_info, close, pool, on_batch, progress, ...
-        return getattr(self.runner, name)

@@ -28,8 +28,9 @@ from runner.schema import EvalRequest
 
 from agent.llm.session import LLMSettings
 from agent.outcome import Outcome
-from agent.deadline import BudgetRunner, Deadline, earliest
-from agent.progress import Progress, Tracker
+from agent.deadline import Deadline, earliest
+from agent.progress import Progress
+from agent.watch import Watched
 from agent.tune.strategy import TuneSettings
 
 STRATEGIES = ("tune", "llm", "compile")
@@ -70,15 +71,15 @@ def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[Opt
     provider = _provider(s) if strategy == "llm" else None
     deadline = earliest(s.deadline, Deadline.after(s.tune.budget_s, "task budget")
                         if strategy == "tune" and s.tune.budget_s else None)
-    tracker = Tracker(runner)
+    watched = Watched(runner)
     say(Progress("original", f"checking the original {request.target} ..."))
     if deadline is not None and deadline.passed:
         return Outcome(strategy=strategy, stopped=deadline.why,
                        message=f"the {deadline.why} was spent before the original could be checked")
-    check = BudgetRunner(runner, deadline) if deadline is not None else None
-    baseline = (check or runner).evaluate(request)
+    check = watched.within(deadline)
+    baseline = check.evaluate(request)
     if not baseline.correct:
-        if check is not None and check.cut:  # the budget ended the check, not the code
+        if check.cut:  # the budget ended the check, not the code
             return Outcome(strategy=strategy, stopped=deadline.why,
                            message=f"the {deadline.why} was spent while the original was checked; nothing was tried")
         return Outcome(strategy=strategy, baseline=baseline,
@@ -87,13 +88,13 @@ def optimize(request: EvalRequest, strategy: str, runner, settings: Optional[Opt
         from agent.compile import strategy as compiling
         d = baseline.device
         arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
-        return compiling.run(tracker, request, baseline, arch, s, say, deadline)
+        return compiling.run(watched, request, baseline, arch, s, say, deadline)
     if strategy == "tune":
         from agent.tune import strategy as tuning
         d = baseline.device
         arch = s.arch or (d.arch if d and d.arch in ARCHS else DEFAULT_ARCH)
-        return tuning.run(tracker, request, baseline, arch, s.tune, say, deadline)
-    return _geak_loop(tracker, request, baseline, provider, s, say, deadline)
+        return tuning.run(watched, request, baseline, arch, s.tune, say, deadline)
+    return _geak_loop(watched, request, baseline, provider, s, say, deadline)
 
 
 def _provider(s: OptimizeSettings):
@@ -101,7 +102,7 @@ def _provider(s: OptimizeSettings):
     return open_provider(s.llm)
 
 
-def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: OptimizeSettings,
+def _geak_loop(runner: Watched, request: EvalRequest, baseline, provider, s: OptimizeSettings,
                say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     from agent.llm.rundir import RunDir
     from agent.llm.session import Session
@@ -129,7 +130,7 @@ def _geak_loop(runner: Tracker, request: EvalRequest, baseline, provider, s: Opt
         p.message = f"iteration {it + 1}/{cfg.iterations}: {p.verified} of {p.evaluated} verified, {p.best_text}"
         say(p)
 
-    report = session.loop(runner if deadline is None else BudgetRunner(runner, deadline), task, cfg, on_step,
+    report = session.loop(runner.within(deadline), task, cfg, on_step,
                           on_iteration)
     return session.outcome(report, s.apply_untimed)
 

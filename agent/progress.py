@@ -42,39 +42,3 @@ class Progress:
         if self.best_speedup is not None:
             return f"best verified {self.best_speedup:.2f}x"
         return "no verified speedup yet" + (" (nothing timed)" if self.verified else "")
-
-
-class Tracker:
-    """A runner that counts the candidates it evaluates, how many were verified, and the best
-    verified speedup; ``on_batch`` is told after each batch of candidates."""
-
-    def __init__(self, runner, on_batch: Callable[[list[EvalResult]], None] = lambda rs: None):
-        self.runner, self.on_batch = runner, on_batch
-        self.evaluated = self.verified = self.batches = 0
-        self.best_speedup: Optional[float] = None
-        self._lock = threading.Lock()
-
-    def evaluate(self, request: EvalRequest) -> EvalResult:
-        return self.evaluate_many([request])[0]
-
-    def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
-        results = self.runner.evaluate_many(requests)
-        candidates = [r for q, r in zip(requests, results) if q.candidate is not None]
-        if candidates:
-            with self._lock:
-                self.batches += 1
-                self.evaluated += len(candidates)
-                self.verified += sum(1 for r in candidates if r.correct)
-                for r in candidates:
-                    sp = r.verified_speedup()
-                    if sp is not None and (self.best_speedup is None or sp > self.best_speedup):
-                        self.best_speedup = sp
-            self.on_batch(candidates)
-        return results
-
-    def progress(self, stage: str, message: str, **kw) -> Progress:
-        return Progress(stage, message, evaluated=self.evaluated, verified=self.verified,
-                        best_speedup=self.best_speedup, **kw)
-
-    def __getattr__(self, name: str):  # device_info, close, pool, ...
-        return getattr(self.runner, name)

@@ -3,7 +3,8 @@
 editor's text). Everything here runs in a job thread and talks to the editor only through the
 ``JobContext``: progress in words, the job's status in numbers, cancellation.
 
-The runner is wrapped so that a cancelled job stops before its next evaluation starts;
+The runner is watched (``agent.watch.Watched``, with the job's context as its cancel) so that a
+cancelled job stops before its next evaluation starts;
 evaluations already running finish in the background and are discarded. A job ends with the
 agent's ``Outcome`` (a benchmark too: the original's measurement as its baseline); the words it
 shows are the editor's own (``_worded``).
@@ -11,7 +12,6 @@ shows are the editor's own (``_worded``).
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,52 +83,10 @@ class JobContext:
                 "bestSpeedup": self.best_speedup, "percentage": self.percentage}
 
 
-class Cancellable:
-    """A runner that stops when the job is cancelled: before each batch, and for the local
-    runner before each evaluation of a batch (one at a time per worker)."""
-
-    def __init__(self, runner, ctx: JobContext):
-        self.runner, self.ctx = runner, ctx
-        self.parallel = getattr(getattr(runner, "pool", None), "size", 1)
-
-    def evaluate(self, request: EvalRequest) -> EvalResult:
-        return self.evaluate_many([request])[0]
-
-    def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]:
-        self.ctx.check()
-        if hasattr(self.runner, "pool") and len(requests) > 1:
-            results = self._one_by_one(requests)
-        else:
-            results = self.runner.evaluate_many(requests)
-        self.ctx.check()
-        return results
-
-    def _one_by_one(self, requests: list[EvalRequest]) -> list[EvalResult]:
-        lock, done = threading.Lock(), [0]
-
-        def one(r):
-            self.ctx.check()
-            res = self.runner.evaluate(r)
-            if r.candidate is not None:
-                with lock:
-                    done[0] += 1
-                    n = done[0]
-                self.ctx.report(f"{n} of {len(requests)} evaluated in this batch ({self.ctx.best_text()})")
-            return res
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.parallel)) as ex:
-            futures = [ex.submit(one, r) for r in requests]
-            try:
-                return [f.result() for f in futures]
-            except Cancelled:
-                for f in futures:
-                    f.cancel()
-                raise
-
-    def device_info(self):
-        return self.runner.device_info()
-
-    def close(self):
-        pass  # the server owns the runner
+def watched(runner, ctx: JobContext):
+    """The runner as the job's searches use it: stopped when the job is cancelled."""
+    from agent.watch import Watched
+    return Watched(runner, cancel=ctx)
 
 
 @dataclass
@@ -156,7 +114,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
     opts = request.options
     opts.aot_arch = aot_arch(runner, settings)
     ctx.report(f"measuring {request.target.symbol} ...", 10)
-    base = Cancellable(runner, ctx).evaluate(request)
+    base = watched(runner, ctx).evaluate(request)
     out = Outcome(strategy="benchmark", baseline=base)
     if base.correct:
         passed = sum(1 for c in base.cases if c.passed)
@@ -185,8 +143,7 @@ def writes_for_a_gpu(runner, settings: Settings) -> bool:
 def interpreted(runner, settings: Settings) -> bool:
     if settings.device == "interpreter":
         return True
-    pool = getattr(runner, "pool", None)
-    return getattr(pool, "device", None) == "interpreter"
+    return runner.device == "interpreter"
 
 
 def _pytorch_only(request: EvalRequest) -> bool:
@@ -214,7 +171,7 @@ def optimize_target(runner, request: EvalRequest, settings: Settings, ctx: JobCo
                          llm=LLMSettings(provider=settings.provider, model=settings.model,
                                          iterations=settings.iterations, parallel=settings.parallel, retries=1))
     try:
-        out = optimize(request, strategy, Cancellable(runner, ctx), s,
+        out = optimize(request, strategy, watched(runner, ctx), s,
                        _progress(ctx, settings, strategy, request.target.symbol))
     except ProviderError as e:
         return Outcome(strategy="llm", message=f"the {settings.provider} provider: {e.message}")
@@ -291,7 +248,7 @@ def candidate_records(out: "Outcome") -> list[CandidateRecord]:
 def confirm(runner, request: EvalRequest, merged: str, ctx: JobContext) -> EvalResult:
     """Evaluate the exact text the edit would write (when it differs from what was verified)."""
     ctx.report("verifying the merged edit ...", 97)
-    return Cancellable(runner, ctx).evaluate(request.with_candidate(merged, trials=max(request.options.trials, 2)))
+    return watched(runner, ctx).evaluate(request.with_candidate(merged, trials=max(request.options.trials, 2)))
 
 
 def compiled_change(runner, request: EvalRequest, merged: str, arch: str, ctx: JobContext) -> Optional[dict]:
@@ -303,6 +260,6 @@ def compiled_change(runner, request: EvalRequest, merged: str, arch: str, ctx: J
     ctx.report(f"comparing the compiled code for {arch} ...", 98)
     both = [request.with_candidate(src, trials=1, timing=False, aot_arch=arch, aot_stage="default")
             for src in (None, merged)]
-    original, result = Cancellable(runner, ctx).evaluate_many(both)
+    original, result = watched(runner, ctx).evaluate_many(both)
     return compiled_difference([r for r in original.resources if r.variant is None],
                                [r for r in result.resources if r.variant is None])

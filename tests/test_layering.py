@@ -138,10 +138,11 @@ def private_imports(root: Path) -> list[str]:
     """``from X import _name`` of another module's private name (not a submodule)."""
     mods, found = project_modules(root), []
     for module, path in mods.items():
+        bases = {line: n for line, n, _ in imported(path, root)}
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            base = next((n for line, n, _ in imported(path, root) if line == node.lineno), "")
+            base = bases.get(node.lineno, "")
             if base.split(".")[0] not in LAYERS:
                 continue
             found += [f"{path.relative_to(root)}:{node.lineno}: {base}.{a.name}" for a in node.names

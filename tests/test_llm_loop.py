@@ -314,6 +314,7 @@ class TimedRunner:
 
     def __init__(self, runner):
         self.runner = runner
+        self.device, self.parallelism = runner.device, runner.parallelism
 
     def _timed(self, req, r):
         import re

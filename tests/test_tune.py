@@ -468,6 +468,7 @@ class CostModelRunner:
     def __init__(self, runner, case_cost, noise_on_confirm=1.0):
         self.runner, self.case_cost, self.noise = runner, case_cost, noise_on_confirm
         self.requests = []
+        self.device, self.parallelism = runner.device, runner.parallelism
 
     def evaluate(self, req):
         return self.evaluate_many([req])[0]

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from agent.deadline import BudgetRunner, Deadline
+from agent.deadline import Deadline
+from agent.watch import Watched
 from agent.roofline import ROOFLINE_STOP_PCT, pct_text, roofline
 from agent.tune.tuner import tune
 from conftest import ADD_RELU, Project
@@ -35,7 +36,7 @@ class FakeGpu:
     """Times a config by ``cost(block, warps)`` ms against the original's ``cost(256, 4)``; each
     batch takes ``batch_s`` seconds; moves ``nbytes`` per case (bandwidth share on an H200)."""
 
-    parallel = 2
+    device, parallelism = "cuda", 2
 
     def __init__(self, cost, batch_s=0.0, nbytes=4_800_000, wrong=()):
         self.cost, self.batch_s, self.nbytes, self.wrong = cost, batch_s, nbytes, set(wrong)
@@ -122,7 +123,7 @@ def test_deadline_lowers_every_phase_limit_to_the_time_left(tmp_path):
         def evaluate_many(self, reqs):
             return [EvalResult(status="timeout", correct=False, message="run phase over its limit") for _ in reqs]
 
-    br = BudgetRunner(Slow(), Deadline.after(10, "task budget"))
+    br = Watched(Slow(), deadline=Deadline.after(10, "task budget"))
     (r,) = br.evaluate_many([req])
     assert br.cut == 1 and r.message.startswith("stopped by the task budget")
 
@@ -274,7 +275,7 @@ def test_under_a_budget_the_first_batch_measures_the_pace_before_larger_ones(tmp
     req = Project(tmp_path).write("k.py", ADD_RELU).request("k.py::add_relu")
 
     class Wide(FakeGpu):
-        parallel = 12
+        parallelism = 12
 
         def evaluate_many(self, reqs):
             self.sizes = getattr(self, "sizes", []) + [sum(r.candidate is not None and not r.options.aot_configs

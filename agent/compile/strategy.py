@@ -19,11 +19,12 @@ from runner.schema import EvalRequest, EvalResult
 
 from agent.deadline import Deadline
 from agent.outcome import Outcome, Tried
-from agent.progress import Progress, Tracker
+from agent.progress import Progress
+from agent.watch import Watched
 from agent.compile.standalone import CannotWrite, write
 
 
-def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, settings,
+def run(runner: Watched, request: EvalRequest, baseline: EvalResult, arch: str, settings,
         say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     target = request.target
     out = Outcome(strategy="compile", baseline=baseline)
@@ -66,7 +67,7 @@ def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, 
     return _tuned(runner, request, baseline, arch, settings, say, deadline, written.text, cand, out)
 
 
-def _tuned(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, settings, say, deadline,
+def _tuned(runner: Watched, request: EvalRequest, baseline: EvalResult, arch: str, settings, say, deadline,
            text: str, cand: EvalResult, out: Outcome) -> Outcome:
     """On a GPU: the tuner over the standalone file's launches, then the choice confirmed
     against the original."""

@@ -11,7 +11,8 @@ from runner.schema import EvalRequest, EvalResult
 
 from agent.deadline import Deadline
 from agent.outcome import Outcome, Tried
-from agent.progress import Progress, Tracker
+from agent.progress import Progress
+from agent.watch import Watched
 from agent.tune.tuner import TuneReport, tune
 
 
@@ -72,7 +73,7 @@ def _duration(s: float) -> str:
     return f"{s} s" if s < 90 else f"{s // 60} min {s % 60:02d} s"
 
 
-def run(runner: Tracker, request: EvalRequest, baseline: EvalResult, arch: str, s: TuneSettings,
+def run(runner: Watched, request: EvalRequest, baseline: EvalResult, arch: str, s: TuneSettings,
         say: Callable[[Progress], None], deadline: Optional[Deadline] = None) -> Outcome:
     d = baseline.device
     gpu = bool(d and d.is_gpu and baseline.timing)

@@ -32,7 +32,8 @@ from typing import Callable, Optional
 from runner.aot import default_launch
 from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
-from agent.deadline import BudgetRunner, Deadline
+from agent.deadline import Deadline
+from agent.watch import Watched
 from agent.roofline import ROOFLINE_STOP_PCT, Roofline, roofline
 from agent.tune.knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
                     render_autotune_launch, render_config)
@@ -405,9 +406,8 @@ def static_limit(config: dict[str, int], blocks: dict[str, str], arch: str, elem
 
 
 def _parallelism(runner) -> int:
-    """How many evaluations the runner runs at once (its local pool's size; else a guess)."""
-    size = getattr(getattr(runner, "pool", None), "size", None) or getattr(runner, "parallel", None)
-    return max(1, int(size)) if isinstance(size, int) else 4
+    """How many evaluations the runner runs at once (the ``Runner`` protocol's ``parallelism``)."""
+    return max(1, int(runner.parallelism))
 
 
 class Screen:
@@ -653,7 +653,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
     judge the trials; write the edit; confirm it on a fresh evaluation."""
     if emit not in EMITS:
         raise ValueError(f"emit must be one of {EMITS}")
-    t = _Tuning(runner if deadline is None else BudgetRunner(runner, deadline), request, arch, trials_per_case)
+    t = _Tuning(Watched(runner, deadline=deadline), request, arch, trials_per_case)
     t.deadline, t.original_roof = deadline, roofline(original)
     t.untimed_why = _untimed_why(original)
     t.on_plan = on_plan or (lambda plan: None)
@@ -673,7 +673,7 @@ def tune(runner, request: EvalRequest, arch: str, max_configs: int = 48, seed: i
         return t.report
     if deadline is not None:  # the confirmation may use the reserve even past the deadline
         spare = Deadline(max(deadline.at, time.monotonic() + t.reserve_s), deadline.why)
-        t.runner = BudgetRunner(runner, spare)
+        t.runner = t.runner.within(spare)
     t0 = time.monotonic()
     report = t.confirm(*edit)
     report.confirm_s = round(time.monotonic() - t0, 2)

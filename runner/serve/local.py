@@ -104,6 +104,14 @@ class LocalRunner:
             static_reject_first = os.environ.get(STATIC_REJECT_FIRST_ENV, "1").strip() != "0"
         self.static_reject_first = static_reject_first
 
+    @property
+    def device(self) -> str:
+        return self.pool.device
+
+    @property
+    def parallelism(self) -> int:
+        return self.pool.size
+
     def evaluate(self, request: EvalRequest) -> EvalResult:
         request.id = request.id or uuid.uuid4().hex[:12]
         early = check_request(request, self.static_reject_first)

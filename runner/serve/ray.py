@@ -583,6 +583,10 @@ class RayRunner:
         return known[0]
 
     @property
+    def parallelism(self) -> int:
+        return self.slots
+
+    @property
     def slots(self) -> int:
         """Evaluations that can run at once: actors (ready or starting) × workers. Starts the runner."""
         try:

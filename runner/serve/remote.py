@@ -74,6 +74,10 @@ def _major(schema: str) -> str:
 # ============================================================================ HTTP
 
 
+UNKNOWN_PARALLELISM = 4
+"""Evaluations at once where a runner cannot say: batches of 4 keep a few workers busy."""
+
+
 class RemoteRunner:
     """Client of ``geak-runner serve``.
 
@@ -112,6 +116,7 @@ class RemoteRunner:
                                                           write=60.0, pool=60.0))
         self._checked = False
         self._info: Optional[DeviceInfo] = None
+        self._slots: Optional[int] = None
         self._closed = False
         self._active: set[str] = set()  # job ids some evaluate_many call is waiting for
         self._lock = threading.Lock()
@@ -279,12 +284,28 @@ class RemoteRunner:
             except Exception:
                 return  # best effort: the runner is gone or going
 
+    device = "auto"
+    """The daemon's own ``--device`` applies."""
+
+    @property
+    def parallelism(self) -> int:
+        """The daemon's lanes × workers per lane (asked once, with its device); 4 when it
+        cannot be asked."""
+        if self._slots is None:
+            try:
+                self.device_info()
+            except RunnerUnavailable:
+                return UNKNOWN_PARALLELISM
+        return self._slots or UNKNOWN_PARALLELISM
+
     def device_info(self) -> DeviceInfo:
         if self._info is None:
             self._handshake()
             _, doc = self._call("GET", "/v1/device")
             try:
                 self._info = from_dict(DeviceInfo, doc["devices"][0], "device")
+                slots = doc.get("lanes", 1) * doc.get("workers_per_lane", 1)
+                self._slots = slots if isinstance(slots, int) and slots > 0 else None
             except (KeyError, IndexError, TypeError, SchemaError) as e:
                 raise RunnerUnavailable("protocol", f"the runner at {self.url} sent no device description "
                                         f"({e})") from None
@@ -323,6 +344,11 @@ class SpoolRunner:
         self.timeout, self.pickup_s, self.poll_s = timeout, pickup_s, poll_s
         if not self.dir.is_dir():
             raise ValueError(f"spool directory {self.dir} does not exist")
+
+    device = "auto"
+    """The daemon's own ``--device`` applies."""
+    parallelism = UNKNOWN_PARALLELISM
+    """Not asked of the daemon behind the spool."""
 
     def _runner_doc(self) -> Optional[dict]:
         try:

@@ -24,6 +24,18 @@ from ..schema import DeviceInfo, EvalRequest, EvalResult
 class Runner(Protocol):
     """What every runner offers, local or remote."""
 
+    device: str
+    """The device this runner was asked for: ``auto``, ``cuda``, ``rocm`` or ``interpreter``;
+    ``auto`` for a daemon's client (the daemon's own ``--device`` applies). What it runs on:
+    ``device_info()``."""
+
+    @property
+    def parallelism(self) -> int:
+        """How many evaluations it runs at once (a larger batch queues): a local pool's size, a
+        daemon's lanes × workers, a Ray cluster's actors × workers. A search sizes its batches
+        by it."""
+        ...
+
     def evaluate(self, request: EvalRequest) -> EvalResult: ...
     def evaluate_many(self, requests: list[EvalRequest]) -> list[EvalResult]: ...
     def device_info(self) -> DeviceInfo: ...
