@@ -88,3 +88,40 @@ class Outcome:
     def total(self) -> int:
         """Configs or candidates that ran (pruned ones left out)."""
         return sum(1 for t in self.tried if t.ran)
+
+
+NONE_FASTER = "none faster than the original by more than the timing spread"
+"""Where configs or candidates were verified and timed and none beat the original (``beats``)."""
+
+
+def summary(out: Outcome) -> str:
+    """What an optimization came to, in one line: what ``geak optimize`` ends with and what the
+    editor says of a job (in its own words, ``geak_lsp.wording.editor_words``). The strategy's
+    own ``message`` has the detail (timings, where candidates are kept)."""
+    base = out.baseline
+    if base is None:
+        return out.message  # the time ran out before the original was checked
+    if out.original_fails:
+        return f"the original fails its own inputs: {base.message}; fix it first"
+    if out.strategy == "compile":
+        return out.message
+    noun = "launch configs" if out.strategy == "tune" else "candidates"
+    on = base.device.on if base.device is not None else "on the runner"
+    chosen = next((t for t in out.tried if t.chosen), None)
+    label = chosen.label if chosen is not None else "the result"
+    stopped = (f" (the search stopped on its {out.stopped})" if out.stopped in ("task budget", "time budget")
+               else "")
+    ok, n = out.verified, out.total
+    if out.improved and out.speedup is not None:
+        text = f"{label} is verified and {out.speedup:.2f}x faster than the original"
+    elif out.untimed:
+        text = f"{label} is verified correct {on} but not timed (timing needs a GPU); offered because --untimed is on"
+    elif ok and not out.timed:
+        text = f"{ok} of {n} {noun} verified correct {on}, none timed: no verified improvement (timing needs a GPU)"
+    elif ok:
+        text = f"{ok} of {n} {noun} correct, {NONE_FASTER}"
+    elif n:
+        text = f"none of the {n} {noun} was correct"
+    else:
+        text = out.message or f"no {noun} ran"
+    return text + stopped

@@ -11,6 +11,8 @@ from typing import Optional
 
 from runner.schema import EvalResult, KernelResources
 
+from agent.tune.knobs import config_text
+
 
 def _fmt(x: Optional[float], spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
@@ -158,10 +160,6 @@ def _costliest(resources: list[KernelResources]) -> Optional[KernelResources]:
     return max(resources, key=lambda r: (not r.fits, r.spill_bytes or 0, r.registers or 0), default=None)
 
 
-def _config(config: dict) -> str:
-    return ", ".join(f"{n}={v}" for n, v in sorted(config.items()))
-
-
 def terminal_width(default: int = 100) -> int:
     """The width to fit: the terminal's (``COLUMNS`` first), else ``default``; at least 60."""
     import shutil
@@ -257,14 +255,14 @@ def render_tune(report, width: Optional[int] = None) -> str:
     if report.device:
         lines.append(f"device     {report.device}")
     if report.original:
-        lines += _said("original", _config(report.original), width)
+        lines += _said("original", config_text(report.original), width)
     notes: list[str] = []
     if report.trials or report.screened:
         lines += [""] + _tune_table(report, width, notes)
     if report.per_shape:
         lines.append("best per input shape (speedup over the original, measured interleaved):")
         for c in report.per_shape:
-            cfg = _config(c.config) if c.config else "the original"
+            cfg = config_text(c.config) if c.config else "the original"
             lines.append(f"  {c.case:<44} {cfg}  {c.speedup:.3f}x")
     if report.autotune_configs and report.source:
         lines.append(f"autotune   {len(report.autotune_configs)} config(s), key={report.autotune_key}")

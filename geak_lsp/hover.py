@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from runner.schema import INTERPRETER
+
 from geak_lsp.store import Record, Store
 from geak_lsp.targets import DocumentTargets, Target
 from geak_lsp.wording import editor_words
@@ -65,7 +67,7 @@ def hover_text(doc: DocumentTargets, target: Target, store: Store, path: str,
     res = [r for r in rec.resources if r.kernel in kernels] or rec.resources
     if res:
         where = (" (compiled for that GPU here, without running on it; geak.arch chooses it)"
-                 if rec.device == "Triton CPU interpreter" else "")
+                 if rec.device == INTERPRETER else "")
         rows, seen = [], set()
         for r in res:
             row = (r.kernel, r.config, r.registers, r.spill_bytes, r.shared_bytes, r.occupancy_pct, r.error)

@@ -157,7 +157,7 @@ def device_name(d) -> str:
     """The device as records are keyed by it: ``NVIDIA H200 (cuda, sm_90)``, or the interpreter."""
     if d is None:
         return "unknown device"
-    return str(d) if d.is_gpu else "Triton CPU interpreter"
+    return d.label
 
 
 def record_from_result(result, path: str, symbol: str, source_hash: str, kind: str,

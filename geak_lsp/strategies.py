@@ -102,12 +102,6 @@ def reason(r: EvalResult) -> str:
     return editor_words(msg)
 
 
-def device_text(d) -> str:
-    if d is None:
-        return "the runner"
-    return "the Triton CPU interpreter" if not d.is_gpu else str(d)
-
-
 def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext) -> "Outcome":
     """Measure only: the target against itself, with the compile report for ``geak.arch``."""
     from agent.outcome import Outcome
@@ -118,7 +112,7 @@ def benchmark(runner, request: EvalRequest, settings: Settings, ctx: JobContext)
     out = Outcome(strategy="benchmark", baseline=base)
     if base.correct:
         passed = sum(1 for c in base.cases if c.passed)
-        out.message = (f"correct on {passed} case(s) on {device_text(base.device)}; "
+        out.message = (f"correct on {passed} case(s) {base.device.on if base.device else 'on the runner'}; "
                        + (f"Σ {base.timing.ref_ms:.4f} ms" if base.timing else
                           f"not timed ({editor_words(base.timing_unavailable or 'no timing')})"))
     else:
@@ -188,9 +182,9 @@ def _progress(ctx: JobContext, settings: Settings, strategy: str, symbol: str) -
         elif p.stage == "search" and strategy == "llm":
             ctx.report(f"GEAK loop with {settings.provider} {settings.model}: iteration 1/{p.total} ...", 10)
         elif p.stage == "search" and p.device is not None and p.device.is_gpu:
-            ctx.report(f"tuning launch settings on {device_text(p.device)} ...", 15)
+            ctx.report(f"tuning launch settings {p.device.on if p.device else 'on the runner'} ...", 15)
         elif p.stage == "search":  # no GPU: configs are checked, and compiled ahead of time for geak.arch
-            ctx.report(f"checking launch settings on {device_text(p.device)} "
+            ctx.report(f"checking launch settings {p.device.on if p.device else 'on the runner'} "
                        f"(compile report for {p.arch}, geak.arch) ...", 15)
         elif p.stage == "batch":
             ctx.report(f"{p.message}, {ctx.best_text()}", min(95, 15 + int(80 * p.done / p.total)) if p.total else None)
@@ -200,32 +194,16 @@ def _progress(ctx: JobContext, settings: Settings, strategy: str, symbol: str) -
 
 
 def _worded(out: "Outcome", settings: Settings) -> str:
-    """What the editor says of an optimization."""
-    base = out.baseline
+    """What the editor says of an optimization: ``agent.outcome.summary``, as ``geak optimize``
+    ends, in the editor's words."""
+    from agent.outcome import summary
     if out.original_fails:
-        return f"the original fails its own inputs: {reason(base)}; fix it first"
-    if out.strategy == "compile":
-        return out.message
-    if out.strategy == "tune":
-        gpu = bool(base.device and base.device.is_gpu and base.timing)
-        if gpu or out.improved:
-            return out.message
-        return (f"{out.verified} of {out.total} launch configs verified correct on {device_text(base.device)}; "
-                "no verified improvement (timing needs a GPU)"
-                + ("; geak.applyUntimed offers untimed results of the GEAK loop only: the tuner chooses a config "
-                   "by its timing" if settings.apply_untimed else ""))
-    chosen = next((t for t in out.tried if t.chosen), None)
-    ok, n = out.verified, out.total
-    if out.improved:
-        return f"{chosen.label} is verified and {out.speedup:.2f}x faster than the original"
-    if out.untimed:
-        return (f"{chosen.label} is verified correct on {device_text(base.device)} but not timed "
-                "(timing needs a GPU); offered because geak.applyUntimed is on")
-    if ok and not out.timed:
-        return f"{ok} of {n} candidates verified correct, none timed: no verified improvement (timing needs a GPU)"
-    if ok:
-        return f"{ok} of {n} candidates correct, none faster than the original beyond the spread"
-    return f"none of the {n} candidates was correct"
+        return f"the original fails its own inputs: {reason(out.baseline)}; fix it first"
+    text = editor_words(summary(out))
+    if out.strategy == "tune" and not out.improved and not out.timed and settings.apply_untimed:
+        text += ("; geak.applyUntimed offers untimed results of the GEAK loop only: the tuner chooses a config "
+                 "by its timing")
+    return text
 
 
 def failures(out: "Outcome") -> list[Failure]:

@@ -319,6 +319,10 @@ class KernelResources:
     """With ``options.aot_stage``: that stage's text (a claim of the worker, for display only)."""
 
 
+INTERPRETER = "Triton CPU interpreter"
+"""How the CPU interpreter is named wherever a device is named (``DeviceInfo.label``)."""
+
+
 @dataclass
 class DeviceInfo:
     name: str
@@ -341,6 +345,17 @@ class DeviceInfo:
     @property
     def is_gpu(self) -> bool:
         return self.backend != "interpreter"
+
+    @property
+    def label(self) -> str:
+        """The device as every front end names it, and records are keyed by: ``NVIDIA H200
+        (cuda, sm_90)``, or ``Triton CPU interpreter`` (``INTERPRETER``)."""
+        return str(self) if self.is_gpu else INTERPRETER
+
+    @property
+    def on(self) -> str:
+        """The device after "on": ``on NVIDIA H200 (cuda, sm_90)``, ``on the Triton CPU interpreter``."""
+        return f"on {self.label}" if self.is_gpu else f"on the {self.label}"
 
 
 @dataclass

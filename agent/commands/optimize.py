@@ -23,7 +23,7 @@ from runner.source import SourceError, build_request, find_project_root, parse_s
 from agent.console import Bar, Ticker
 from agent.llm.session import LLMSettings
 from agent.optimize import OptimizeSettings, optimize
-from agent.outcome import Outcome
+from agent.outcome import Outcome, summary
 from agent.progress import Progress
 from agent.render import diff_text, iteration_status, render_eval, render_llm, render_tune, sandbox_warning, step_line
 from agent.tune.strategy import TuneSettings
@@ -318,7 +318,10 @@ def run(args, runner=None) -> int:
     if outcome.baseline is None:  # the time budget ran out before the original was checked
         err(f"geak: {outcome.message}")
         return EXIT_UNVERIFIED
-    return {"llm": _report_llm, "compile": _report_compile}.get(args.strategy, _report_tune)(args, req, outcome)
+    code = {"llm": _report_llm, "compile": _report_compile}.get(args.strategy, _report_tune)(args, req, outcome)
+    if args.strategy != "compile" and code in (EXIT_OK, EXIT_UNVERIFIED):
+        err(f"geak: {summary(outcome)}")  # the line the editor shows for the same outcome
+    return code
 
 
 def _original_fails(outcome: Outcome, req: EvalRequest) -> int:

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from runner.schema import DeviceInfo, EvalRequest, EvalResult
 
-from agent.outcome import Outcome, Tried
+from agent.outcome import NONE_FASTER, Outcome, Tried
 from . import knowledge
 from agent.llm.evaluator import speedup
 from agent.llm.generator import Task
@@ -65,15 +65,14 @@ def open_provider(s: LLMSettings) -> Provider:
 
 
 def device_text(d: Optional[DeviceInfo], arch: Optional[str]) -> str:
-    """The device, as the prompt states it."""
+    """The device, as the prompt states it: its label, and what the model should know of it."""
     if d is None:
         return "unknown"
+    text = d.label
     if not d.is_gpu:
-        text = "Triton CPU interpreter (correctness only here; speed is measured on a GPU)"
-    else:
-        text = f"{d.name} ({d.backend}, {d.arch})"
-        if d.peak_bandwidth_gbs:
-            text += f", peak bandwidth {d.peak_bandwidth_gbs:.0f} GB/s"
+        text += " (correctness only here; speed is measured on a GPU)"
+    elif d.peak_bandwidth_gbs:
+        text += f", peak bandwidth {d.peak_bandwidth_gbs:.0f} GB/s"
     if arch:
         text += f"; write for {arch}"
     return text
@@ -216,7 +215,7 @@ def _verdict(rep: Report, steps: list[Step], ok: list[Step], best: Optional[Step
                 f"{t.cand_ms:.4f} ms, spread ±{t.spread_pct:.1f}%), verified on every case; "
                 f"{len(ok)} of {n} candidates correct")
     if rep.timed:
-        return f"{len(ok)} of {n} candidates correct, none faster than the original by more than the timing spread"
+        return f"{len(ok)} of {n} candidates correct, {NONE_FASTER}"
     if ok:
         return (f"{len(ok)} of {n} candidates verified correct "
                 f"({', '.join(rep.verified)}) on {rep.device or 'the runner'}, but nothing was timed "

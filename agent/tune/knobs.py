@@ -373,6 +373,11 @@ def apply(text: str, edits: dict[Span, str], inserts: Optional[dict[tuple[int, i
     return text
 
 
+def config_text(config: dict) -> str:
+    """A config as people read it, knobs in name order: ``BLOCK=256, num_warps=4``."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
 def render_config(text: str, site: LaunchSite, config: dict) -> str:
     """The source with ``config`` (knob name -> value) written into the launch site: literal
     knobs, computed knobs (their expression replaced), the kernel's rewrites, added options."""

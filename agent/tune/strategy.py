@@ -13,6 +13,7 @@ from agent.deadline import Deadline
 from agent.outcome import Outcome, Tried
 from agent.progress import Progress
 from agent.watch import Watched
+from agent.tune.knobs import config_text
 from agent.tune.tuner import TuneReport, tune
 
 
@@ -31,10 +32,6 @@ class TuneSettings:
     budget_s: Optional[float] = None
     """The task's time budget in seconds, counted from the original's check: the search stops
     before a batch that would start after it, keeping its best verified config (``--task-budget``)."""
-
-
-def config_text(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
 
 
 def tried_configs(report: TuneReport) -> list[Tried]:

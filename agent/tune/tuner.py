@@ -33,10 +33,11 @@ from runner.aot import default_launch
 from runner.schema import EvalRequest, EvalResult, KernelResources, beats
 
 from agent.deadline import Deadline
+from agent.outcome import NONE_FASTER
 from agent.watch import Watched
 from agent.roofline import ROOFLINE_STOP_PCT, Roofline, roofline
-from agent.tune.knobs import (AutotuneConfigs, LaunchSite, find_autotune, find_launch_sites, render_autotune,
-                    render_autotune_launch, render_config)
+from agent.tune.knobs import (AutotuneConfigs, LaunchSite, config_text, find_autotune, find_launch_sites,
+                              render_autotune, render_autotune_launch, render_config)
 from agent.tune.rewrites import kernel_rewrites, rows_rewrite
 
 NUM_WARPS = (1, 2, 4, 8, 16)
@@ -616,10 +617,6 @@ def _trial(config: dict[str, int], r: EvalResult) -> Trial:
     return t
 
 
-def _config_text(config: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
-
-
 def _untimed_why(original: Optional[EvalResult]) -> str:
     """Why the original was not timed on a GPU runner ('' when it was, or on the CPU)."""
     if original is None or original.timing is not None or not (original.device and original.device.is_gpu):
@@ -1105,7 +1102,7 @@ class _Tuning:
         report = self.report
         if report.stopped == "roofline":
             best = choose(report.trials)
-            who = (f"the best verified config ({_config_text(best.config)})" if best is not None and
+            who = (f"the best verified config ({config_text(best.config)})" if best is not None and
                    best.pct_peak is not None else "the original")
             pct = best.pct_peak if best is not None and best.pct_peak is not None else report.original_pct_peak
             report.notes.append(f"the search stopped after {report.stopped_after} config(s): {who} runs at "
@@ -1160,7 +1157,7 @@ class _Tuning:
                               "a runner there: --runner http://HOST:8765 (geak-runner serve on that box)")
         elif best is None and not self.autotune_gain(emit):
             report.message = (f"{kernel}: no config beats the original ({verified} of {report.tried} "
-                              f"verified correct{self.unrun}; none faster by more than the timing spread)")
+                              f"verified correct{self.unrun}; {NONE_FASTER})")
         if report.stopped in ("task budget", "time budget") and report.trials:
             self.unrun += f"; the search stopped on its {report.stopped} after {report.stopped_after} config(s)"
             report.message += f" (the search stopped on its {report.stopped} after {report.stopped_after} config(s))"
