@@ -474,11 +474,6 @@ _TERMS = [("registers", "registers"), ("spill_bytes", "spills (bytes)"), ("share
 _ALWAYS = ("registers", "spill_bytes", "shared_bytes", "occupancy_pct", "instructions")
 
 
-def _config_text(r) -> str:
-    return (", ".join(f"{n}={v}" for n, v in r.constexprs.items() if v != "None")
-            + f", warps={r.num_warps}, stages={r.num_stages}").lstrip(", ")
-
-
 def compiled_difference(original: list, candidate: list) -> Optional[dict]:
     """What changed in compiled terms between the original's launch configs and the
     candidate's (``KernelResources`` with listings, one compile of each): per pair its kernel
@@ -494,7 +489,7 @@ def compiled_difference(original: list, candidate: list) -> Optional[dict]:
     kernels = []
     for o, c in pairs(original, candidate):
         name = (o or c).kernel if (o is None or c is None or o.kernel == c.kernel) else f"{o.kernel} -> {c.kernel}"
-        cfgs = [_config_text(r) for r in (o, c) if r is not None]
+        cfgs = [r.config_text for r in (o, c) if r is not None]
         entry = {"kernel": name, "config": cfgs[0] if len(set(cfgs)) == 1 else " -> ".join(cfgs),
                  "side": "candidate" if o is None else "original" if c is None else "both",
                  "error": (o.error if o and o.error else c.error if c and c.error else None), "rows": []}

@@ -11,6 +11,7 @@ and started afresh, never a reason to fail.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -19,6 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from runner.schema import CaseResult, CaseTiming, KernelResources
 
 FILE = "lsp-results.json"
 VERSION = 1
@@ -29,35 +32,48 @@ MAX_CANDIDATES = 200
 """Candidates kept per run (a tuner run over a large space lists the first ones)."""
 
 
-@dataclass
-class CaseRecord:
-    label: str
-    shapes: str
-    passed: bool
-    skipped: Optional[str] = None
-    ref_ms: Optional[float] = None
-    cand_ms: Optional[float] = None
-    speedup: Optional[float] = None
-    spread_pct: Optional[float] = None
-    bw_pct_peak: Optional[float] = None
-    flops_pct_peak: Optional[float] = None
-    max_abs_err: Optional[float] = None
-    max_rel_err: Optional[float] = None
-    detail: Optional[str] = None
-    """Why the case failed, in words (a mismatch's location, an error)."""
+def _subset(name: str, doc: str, *parts: tuple, own: tuple[tuple[str, str, str], ...] = ()) -> type:
+    """A record of the named fields of the schema's records, each with the schema's type and
+    default (declared once, there), plus the store's ``own`` fields (name, type, what it is).
+    A part is ``(record, names)``, or ``(record, names, "optional")`` for fields that may be
+    missing here (a case that was not timed): ``Optional`` of the schema's type, None.
+    Fields without a default come first."""
+    fields = []
+    for source, names, *optional in parts:
+        by_name = {f.name: f for f in dataclasses.fields(source)}
+        for n in names:
+            f = by_name[n]  # a KeyError here: the schema no longer has it
+            if optional:
+                fields.append((n, f"Optional[{f.type}]", dataclasses.field(default=None)))
+            elif f.default is not dataclasses.MISSING:
+                fields.append((n, f.type, dataclasses.field(default=f.default)))
+            elif f.default_factory is not dataclasses.MISSING:
+                fields.append((n, f.type, dataclasses.field(default_factory=f.default_factory)))
+            else:
+                fields.append((n, f.type))
+    fields += [(n, ty, dataclasses.field(default=None)) for n, ty, _ in own]
+    fields.sort(key=lambda f: len(f) == 3)
+    cls = dataclasses.make_dataclass(name, fields)
+    cls.__module__ = __name__
+    cls.__doc__ = doc + "".join(f"\n\n``{n}``: {what}" for n, _, what in own)
+    return cls
 
 
-@dataclass
-class ResourceRecord:
-    kernel: str
-    arch: str
-    config: str
-    registers: Optional[int] = None
-    spill_bytes: Optional[int] = None
-    shared_bytes: Optional[int] = None
-    shared_limit: Optional[int] = None
-    occupancy_pct: Optional[float] = None
-    error: Optional[str] = None
+CaseRecord = _subset(
+    "CaseRecord", "One input case of a run, as the store keeps it: the schema's ``CaseResult`` and "
+    "``CaseTiming`` fields, one side's times.",
+    (CaseResult, ("label", "shapes", "passed", "skipped", "max_abs_err", "max_rel_err", "detail")),
+    (CaseTiming, ("ref_ms", "cand_ms", "speedup"), "optional"),
+    own=(("spread_pct", "Optional[float]", "the side's timing spread (``ref_spread_pct`` or ``cand_spread_pct``)"),
+         ("bw_pct_peak", "Optional[float]", "the candidate's share of peak bandwidth (``cand_bw_pct_peak``)"),
+         ("flops_pct_peak", "Optional[float]", "the candidate's share of peak FLOP/s (``cand_flops_pct_peak``)")))
+
+ResourceRecord = _subset(
+    "ResourceRecord", "One kernel launch compiled ahead of time, as the store keeps it: the schema's "
+    "``KernelResources`` fields a hover shows.",
+    (KernelResources, ("kernel", "arch", "registers", "spill_bytes", "shared_bytes", "shared_limit",
+                       "occupancy_pct", "error")),
+    own=(("config", "str", "the launch config in words (``KernelResources.config_text``)"),))
 
 
 @dataclass
@@ -168,9 +184,7 @@ def record_from_result(result, path: str, symbol: str, source_hash: str, kind: s
     cases = case_records(result, side)
     res = []
     for k in result.resources:
-        cfg = ", ".join(f"{n}={v}" for n, v in k.constexprs.items() if v != "None")
-        cfg = (cfg + ", " if cfg else "") + f"warps={k.num_warps}, stages={k.num_stages}"
-        res.append(ResourceRecord(kernel=k.kernel, arch=k.arch, config=cfg, registers=k.registers,
+        res.append(ResourceRecord(kernel=k.kernel, arch=k.arch, config=k.config_text, registers=k.registers,
                                   spill_bytes=k.spill_bytes, shared_bytes=k.shared_bytes,
                                   shared_limit=k.shared_limit, occupancy_pct=k.occupancy_pct, error=k.error))
     return Record(path=path, symbol=symbol, source_hash=source_hash, device=device, measured_at=time.time(),

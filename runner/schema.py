@@ -318,6 +318,12 @@ class KernelResources:
     listing: Optional[str] = None
     """With ``options.aot_stage``: that stage's text (a claim of the worker, for display only)."""
 
+    @property
+    def config_text(self) -> str:
+        """The launch config in words: ``BLOCK=256, warps=4, stages=3`` (constexprs left unset out)."""
+        return ", ".join([f"{n}={v}" for n, v in self.constexprs.items() if v != "None"]
+                         + [f"warps={self.num_warps}", f"stages={self.num_stages}"])
+
 
 INTERPRETER = "Triton CPU interpreter"
 """How the CPU interpreter is named wherever a device is named (``DeviceInfo.label``)."""
