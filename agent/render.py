@@ -76,7 +76,7 @@ def render_eval(result: EvalResult, target: str, candidate: Optional[str], head:
     lines = [head]
     d = result.device
     if d:
-        lines.append(f"device     {d}" + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
+        lines.append(f"device     {d.label}" + (f"   inputs: {result.inputs_convention}" if result.inputs_convention else ""))
     if result.cases:
         lines += _case_lines(result)
     verdict = VERDICT_WORDS.get(result.error.kind if result.error else "") or \

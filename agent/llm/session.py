@@ -146,7 +146,7 @@ class Session:
         steps = sorted(result.steps, key=lambda st: (st.iteration, st.lane))
         d = self.baseline.device
         rep = Report(target=str(self.base.target), provider=s.provider, model=s.model, run_dir=str(self.run.path),
-                     device=str(d) if d else "", knowledge=self.names, iterations_run=result.iterations_run,
+                     device=d.label if d else "", knowledge=self.names, iterations_run=result.iterations_run,
                      parallel=cfg.parallel, stopped=result.stopped, baseline=self.baseline, usage=usage.as_dict(),
                      provider_error=result.fatal if result.stopped in ("provider", "unreachable") else None)
         rep.candidates = [_candidate(st) for st in steps]

@@ -933,7 +933,7 @@ class _Tuning:
             report.notes.append(f"no compile screen before running: {self.screen.unavailable}")
         report.tried = len(report.trials)
         if self.devices:
-            report.device = str(self.devices[0])
+            report.device = self.devices[0].label
         report.timed = any(t.speedup is not None for t in report.trials)
         report.search_s = round(time.monotonic() - t0, 2)
         self._say_stop()
