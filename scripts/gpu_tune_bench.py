@@ -72,7 +72,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.tune.knobs import find_launch_sites, render_autotune_launch  # noqa: E402
-from agent.tune.tuner import (_BYTES, DEFAULT_LAUNCH, dot_blocks, screen_part, search_space,  # noqa: E402
+from agent.tune.tuner import (ELEMENT_BYTES, DEFAULT_LAUNCH, dot_blocks, screen_part, search_space,  # noqa: E402
                               shape_key, static_limit, tune)
 from runner.local import LocalRunner  # noqa: E402
 from runner.schema import EvalOptions, Target, to_dict  # noqa: E402
@@ -178,7 +178,7 @@ def run_kernel(name: str, wrapper: str, args, tmp: Path) -> dict:
     trials = row.pop("_trials")
     blocks = dot_blocks(k.name for k in site.knobs) if "tl.dot" in text else None
     if blocks:  # the same static pruning as geak's, so both search the same set
-        sizes = [_BYTES.get(ty.lstrip("*"), 4) for t in trials for r in t.resources if r.kernel == site.kernel
+        sizes = [ELEMENT_BYTES.get(ty.lstrip("*"), 4) for t in trials for r in t.resources if r.kernel == site.kernel
                  for ty in r.arg_types.split(", ") if ty.startswith("*")]
         elem = max(sizes) if sizes else 4
         base_cfg = {k.name: k.value for k in site.knobs}
@@ -283,7 +283,7 @@ def _space_for_triton(text: str, site, rep_, max_configs: int):
             space.append(lit)
     blocks = dot_blocks(k.name for k in site.knobs) if uses_dot else None
     if blocks:  # the tuner's arithmetic pruning, with the element size it saw
-        sizes = [_BYTES.get(ty.lstrip("*"), 4) for r in rep_.original_resources for ty in r.arg_types.split(", ")
+        sizes = [ELEMENT_BYTES.get(ty.lstrip("*"), 4) for r in rep_.original_resources for ty in r.arg_types.split(", ")
                  if ty.startswith("*")]
         base_cfg = {k.name: k.value for k in site.knobs}
         space = [c for c in space if static_limit({**base_cfg, **c}, blocks, rep_.arch, max(sizes) if sizes else 4,
