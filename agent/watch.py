@@ -86,6 +86,9 @@ class Watched:
     def device_info(self) -> DeviceInfo:
         return self.runner.device_info()
 
+    def warm(self, n: Optional[int] = None) -> DeviceInfo:
+        return self.runner.warm(n)
+
     def close(self) -> None:
         pass  # the runner's owner closes it
 

@@ -106,7 +106,7 @@ def main() -> int:
         pass
     report = {"label": args.label, "device": args.device, "kernels": args.kernels, "workers": args.workers, "n": args.n, "elements": size}
     with LocalRunner(workers=args.workers, device=args.device) as runner:
-        runner.pool.warm(args.workers)
+        runner.warm(args.workers)
         report["device_name"] = runner.device_info().name
         runner.evaluate(requests("warm")[0])  # one evaluation before the clock (reference compiled)
         lat, statuses, phases = [], [], {}

@@ -145,7 +145,7 @@ def throughput(workers: int, n: int) -> dict:
                                   root=tmp, cwd=tmp)
         reqs.append(req)
     with LocalRunner(workers=workers, device="cuda") as runner:
-        runner.pool.warm(workers)
+        runner.warm(workers)
         t0 = time.perf_counter()
         results = runner.evaluate_many(reqs)
         wall = time.perf_counter() - t0

@@ -73,7 +73,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with LocalRunner(workers=args.workers, device=args.device) as runner:
-        runner.pool.warm(args.workers)
+        runner.warm(args.workers)
         for f in args.files:
             f = f.resolve()
             row: dict = {"file": f.name, "plain": plain(f, args.timeout)}

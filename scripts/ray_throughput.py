@@ -92,7 +92,7 @@ def main() -> int:
                 slots = runner.slots
             else:
                 runner = LocalRunner(workers=n * args.workers, device=args.device)
-                runner.pool.warm(n * args.workers)
+                runner.warm(n * args.workers)
                 slots = n * args.workers
             try:
                 device = str(runner.device_info())

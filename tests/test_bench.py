@@ -250,14 +250,14 @@ def test_report_table_and_plot(tmp_path):
 def test_tune_summary_takes_the_confirmations_times_only_when_an_edit_was_offered():
     from agent.bench.suite import tune_summary
     conf = {"timing": {"ref_ms": 2.0, "cand_ms": 0.5}}
-    original = {"timing": {"ref_ms": 2.1, "cand_ms": 2.05}}
+    original = {"timing": {"ref_ms": 2.1, "cand_ms": 2.05}, "duration_s": 1.5}
     offered = {"source": "...", "confirmation": conf, "trials": [{}] * 5, "screened": [{}] * 2, "space_size": 40,
                "search_s": 10.0, "confirm_s": 2.34, "original_pct_peak": 20.0, "best_pct_peak": 80.0,
                "peak_basis": "bandwidth", "stopped": "task budget", "stopped_after": 5, "budget_s": 13.0}
     assert tune_summary(offered, original) == {
         "first_ms": 2.0, "final_ms": 0.5, "configs_run": 5, "configs_pruned": 2, "space": 40, "search_s": 12.3,
         "pct_peak_first": 20.0, "pct_peak_final": 80.0, "peak_basis": "bandwidth", "stopped": "task budget",
-        "stopped_after": 5, "budget_s": 13.0}
+        "stopped_after": 5, "budget_s": 13.0, "original_s": 1.5}
     # Refused on confirmation: the user keeps the first version, whatever the confirmation measured.
     kept = {**offered, "source": None}
     assert tune_summary(kept, original)["final_ms"] == tune_summary(kept, original)["first_ms"] == 2.05

@@ -50,7 +50,8 @@ def _best_peak(t: dict) -> Optional[float]:
 def markdown(doc: dict, plot_name: Optional[str] = None) -> str:
     """The report: what ran where, the summary metrics, a row per task, the tuner per task, what
     failed, notes, the plot, and how the figures are defined."""
-    lines = _head(doc) + _summary(doc["summary"]) + _tasks(doc["tasks"]) + _tuner(doc["tasks"]) + _lists(doc)
+    lines = (_head(doc) + _summary(doc["summary"]) + _against(doc) + _tasks(doc["tasks"]) + _tuner(doc["tasks"])
+             + _lists(doc))
     if plot_name:
         lines += ["", "## Speedup per task", "", f"![speedup per task]({plot_name})"]
     lines += ["", "Speedup = Σ reference ms / Σ candidate ms over a task's timed input cases, the "
@@ -69,6 +70,22 @@ def _head(doc: dict) -> list[str]:
              f"torch {dev.get('torch') or '?'}, triton {dev.get('triton') or '?'}"]
     if doc.get("command"):
         lines.append(f"* command: `{doc['command']}`")
+    if doc.get("code"):
+        lines.append(f"* code: `{doc['code']}` (a digest of `agent/` and `runner/`: one table measures one code)")
+    for where, part in [("", doc)] + [(f"{p['run_directory']}: ", p) for p in doc.get("parts") or []]:
+        said = []
+        if part.get("started"):
+            said.append(f"{part['started']['workers']} worker(s) started before the first task, in "
+                        f"{part['started']['s']} s")
+        lock = part.get("device_lock")
+        if lock and dev.get("backend") not in (None, "interpreter"):
+            said.append(f"the GPU held alone (timing) {lock['write']:.0f} s, shared (checks) {lock['read']:.0f} s "
+                        f"of {lock['wall']:.0f} s")
+        if "exit" in part:
+            said.insert(0, (f"CUDA_VISIBLE_DEVICES={part['cuda_visible_devices']}, " if part.get("cuda_visible_devices")
+                            else "") + f"{part['tasks']} task(s), exit {part['exit']}")
+        if said:
+            lines.append(f"* {where}" + "; ".join(said))
     return lines + [""]
 
 
@@ -127,22 +144,50 @@ def _baseline_cells(b: Optional[dict], sp: Optional[float]) -> list[str]:
 
 
 def _tuner(tasks: list[dict]) -> list[str]:
-    searched = [t for t in tasks if t.get("search")]
+    against = any(t.get("autotune") for t in tasks)
+    searched = [t for t in tasks if t.get("search") or (against and t.get("autotune"))]
     if not searched:
         return []
-    lines = ["", "## The tuner per task", "",
-             "| task | first version Σ ms | final Σ ms | speedup | % of peak (first → final) "
-             "| configs run + pruned unrun / space | search s | stopped |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    head = ["task", "first version Σ ms", "final Σ ms", "speedup", "% of peak (first → final)",
+            "configs run + pruned unrun / space", "search s", "stopped"]
+    if against:
+        head += ["Triton's autotune: speedup, search s (configs)", "verdict"]
+    lines = ["", "## The tuner per task", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for t in searched:
-        x = t["search"]
+        x = t.get("search") or {}
         stop = (f"{x['stopped']} after {x.get('stopped_after')}" if x.get("stopped") else "-")
-        lines.append(f"| `{t['name']}` | {_f(x.get('first_ms'), '.4f')} | {_f(x.get('final_ms'), '.4f')} | "
-                     f"{_f(_best_speedup(t), '.3f', 'x')} | {_peak(x.get('pct_peak_first'), t)} → "
-                     f"{_peak(x.get('pct_peak_final'), t)} | {x.get('configs_run', '-')} + "
-                     f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} | "
-                     f"{stop} |")
+        row = (f"| `{t['name']}` | {_f(x.get('first_ms'), '.4f')} | {_f(x.get('final_ms'), '.4f')} | "
+               f"{_f(_best_speedup(t), '.3f', 'x')} | {_peak(x.get('pct_peak_first'), t)} → "
+               f"{_peak(x.get('pct_peak_final'), t)} | {x.get('configs_run', '-')} + "
+               f"{x.get('configs_pruned', '-')} / {x.get('space', '-')} | {_f(x.get('search_s'), '.1f')} | "
+               f"{stop} |")
+        if against:
+            at = t.get("autotune") or {}
+            row += f" {_autotune_cell(at)} | {at.get('verdict', '-')} |".replace("\n", " ")
+        lines.append(row)
     return lines
+
+
+def _autotune_cell(at: dict) -> str:
+    """Triton's autotune on one task: its speedup, search seconds and configs, or why not."""
+    n = f"{at.get('configs', '-')}{' sampled' if at.get('sampled') else ''}"
+    if "status" not in at:
+        return str(at.get("skipped", "-")).replace("|", "/")
+    if at.get("speedup") is None:
+        return f"{at['status']}{', correct' if at.get('correct') else ''}, untimed ({n})".replace("|", "/")
+    return f"{at['speedup']:.3f}x, {at.get('search_s', '-')} s ({n})"
+
+
+def _against(doc: dict) -> list[str]:
+    """``--against-autotune``: the tuner against Triton's autotune over the suite."""
+    if doc.get("against_autotune") is None:
+        return []
+    from agent.bench.autotune import in_words
+    return ["## Against Triton's autotune over the same space", "", in_words(doc["against_autotune"]) + ".",
+            "Per task in the tuner's table below: Triton's `@triton.autotune` over the tuner's space (its literal "
+            "configs, a seeded sample of `--max-configs` when larger), measured against the original by the same "
+            "evaluator; its search seconds are that evaluation's worker seconds less the original's own check's.",
+            ""]
 
 
 def _lists(doc: dict) -> list[str]:

@@ -12,7 +12,9 @@ Tasks run concurrently, whatever the strategy (``jobs`` threads on the one runne
 pool spreads them).
 After each task its record is written to ``OUT/state.json`` (atomic replace) and its results to
 ``OUT/results/<task>.json``; ``resume=True`` keeps the records of tasks whose digest and run
-settings are unchanged.
+settings are unchanged, measured by the same code (``code``: ``agent.bench.parts.code_digest``).
+With ``Settings.against_autotune`` each tuning task is also measured against Triton's own
+``@triton.autotune`` over the same space (``agent.bench.autotune``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class Settings:
     baselines: list[str] = field(default_factory=list)
     candidates: Optional[str] = None
     llm: dict = field(default_factory=dict)
+    against_autotune: bool = False
+    """tune: also ``@triton.autotune`` over the tuner's space, measured the same way
+    (``--against-autotune``)."""
 
     def fingerprint(self) -> dict:
         """What must be equal for a recorded task to be reused on --resume."""
@@ -97,6 +102,11 @@ class TaskRecord:
     """"time budget": ``--time-budget`` ran out while the task ran; it keeps what it had verified
     (nothing, when it stopped before the original was checked: then it is not scored), and
     ``--resume`` runs it again (a GEAK-loop task goes on from its run directory)."""
+    autotune: dict = field(default_factory=dict)
+    """``--against-autotune``: Triton's ``@triton.autotune`` over the tuner's space, measured by
+    the same evaluator against the original (``agent.bench.autotune.against_autotune``: configs,
+    sampled, key, status, correct, speedup, tuned_ms, pct_peak, search_s, eval_s, message; or
+    ``skipped``), and ``verdict``: the tuner against it, in words."""
 
     def best(self) -> Optional[SampleRecord]:
         return metrics.best_sample(self.samples)
@@ -111,26 +121,37 @@ def record_from_dict(d: dict) -> TaskRecord:
 
 
 class State:
-    def __init__(self, out: Path, settings: Settings, resume: bool):
+    """``OUT/state.json``: the run's settings, the code that measured (``code``), the device its
+    results came from, and every task's record."""
+
+    def __init__(self, out: Path, settings: Settings, resume: bool, code: Optional[str] = None):
         self.out = out
         self.path = out / "state.json"
         self.settings = settings
+        self.code = code
+        self.device: Optional[dict] = None
         self.records: dict[str, TaskRecord] = {}
         self.lock = threading.Lock()
         self.stale: list[str] = []
+        self.stale_why = ""
+        """Why nothing recorded was kept: "other settings", or other code (one table measures one code)."""
         if resume and self.path.is_file():
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 data = {}
-            if data.get("schema") == STATE_SCHEMA and data.get("settings") == settings.fingerprint():
+            if (data.get("schema") == STATE_SCHEMA and data.get("settings") == settings.fingerprint()
+                    and data.get("code") == code):
+                self.device = data.get("device")
                 for name, rec in data.get("tasks", {}).items():
                     try:
                         self.records[name] = record_from_dict(rec)
                     except TypeError:
                         self.stale.append(name)
             elif data:
-                self.stale.append("*")  # other settings: start again
+                self.stale.append("*")  # other settings or code: start again
+                self.stale_why = ("other settings" if data.get("settings") != settings.fingerprint() else
+                                  f"other code ({data.get('code') or 'unknown'}; this is {code})")
 
     def done(self, task: Task) -> Optional[TaskRecord]:
         r = self.records.get(task.name)
@@ -143,9 +164,12 @@ class State:
             rdir = self.out / "results"
             rdir.mkdir(exist_ok=True)
             _atomic_write(rdir / (rec.name.replace("/", "__") + ".json"), json.dumps(results, indent=1))
-            _atomic_write(self.path, json.dumps({
-                "schema": STATE_SCHEMA, "settings": self.settings.fingerprint(),
-                "tasks": {n: asdict(r) for n, r in self.records.items()}}, indent=1))
+            self.write()
+
+    def write(self) -> None:
+        _atomic_write(self.path, json.dumps({
+            "schema": STATE_SCHEMA, "settings": self.settings.fingerprint(), "code": self.code,
+            "device": self.device, "tasks": {n: asdict(r) for n, r in self.records.items()}}, indent=1))
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -231,9 +255,9 @@ class Bench:
     def __init__(self, runner, tasks: list[Task], settings: Settings, options: EvalOptions, out: Path,
                  resume: bool = False, jobs: int = 1, cache: Optional[BaselineCache] = None,
                  on_progress: Optional[Callable[[TaskRecord], None]] = None, stream=None,
-                 time_budget_s: Optional[float] = None):
+                 time_budget_s: Optional[float] = None, code: Optional[str] = None):
         self.runner, self.tasks, self.settings, self.options = runner, tasks, settings, options
-        self.state = State(out, settings, resume)
+        self.state = State(out, settings, resume, code)
         self.jobs = max(1, jobs)
         self.cache = cache or BaselineCache(None)
         self.stream = stream or sys.stderr
@@ -358,6 +382,8 @@ class Bench:
             rec.cases_run, rec.cases_skipped = _case_counts(first)
             rec.skipped_why = _skipped_why(first)
             rec.timed = first.timing is not None
+            if self.state.device is None and first.device is not None:  # what the run measured on
+                self.state.device = to_dict(first.device)
             if first.error and first.error.kind == "runner_unavailable":
                 rec.error = first.message
                 self._unavailable_result[task.name] = first
@@ -383,16 +409,19 @@ class Bench:
             rec.notes.append(f"not tunable: {e}")
             rec.samples.append(SampleRecord("ok", True, None, None, message="the original is kept: " + str(e),
                                             source="original"))
+            self._against_autotune(task, rec, None, results, f"not tunable: {e}")
             return None
         rec.stopped = "time budget" if out.stopped == "time budget" else None
         base = out.baseline
         if base is None:  # the time ran out before the original was checked: nothing to score
             rec.stopped = out.stopped
             rec.notes.append(out.message)
+            self._against_autotune(task, rec, None, results, out.message)
             return None
         results["original"] = to_dict(base)
         if out.original_fails:
             rec.samples.append(_sample(base, "original (fails its own check)"))
+            self._against_autotune(task, rec, None, results, "the original fails its own check")
             return base
         report = out.report
         results["tune"] = to_dict(report)
@@ -400,13 +429,39 @@ class Bench:
         if out.improved:
             rec.samples.append(_sample(out.result, "tuned"))
             rec.notes.append("tuned config: " + ", ".join(f"{k}={v}" for k, v in sorted((report.best or {}).items())))
+            self._against_autotune(task, rec, out, results)
             return out.result
         rec.notes.append(f"{out.verified} of {out.total} config(s) verified; {report.message}")
         timed = bool(base.device and base.device.is_gpu and base.timing is not None)
         m = metrics.sample_from_result(base)
         rec.samples.append(SampleRecord("ok", True, 1.0 if timed else None, m.pct_peak,
                                         message="no verified improvement: the original is kept", source="original"))
+        self._against_autotune(task, rec, out, results)
         return base
+
+    def _against_autotune(self, task: Task, rec: TaskRecord, out, results: dict, no_search: str = "") -> None:
+        """``--against-autotune``: Triton's autotune over the space the tuner searched, and the
+        verdict. A task the time budget kept from it is ``stopped`` (``--resume`` runs it again)."""
+        if not self.settings.against_autotune:
+            return
+        from agent.bench.autotune import against_autotune, verdict
+        report = out.report if out is not None else None
+        if out is None or report is None or not report.kernel or not report.space_size:
+            why = no_search or (report.message if report is not None else "no search")
+            rec.autotune = {"skipped": "no search: " + why[:160], "verdict": "not compared: no search"}
+            return
+        at = against_autotune(task.request(self.options), out, self.runner, self._deadline(),
+                              self.settings.max_configs, self.settings.task_budget)
+        if at.pop("time_budget", False):
+            rec.stopped = "time budget"
+        base = out.baseline
+        why = ("" if base.timing is not None else
+               "timing needs a GPU" if not (base.device and base.device.is_gpu) else
+               "the original was not timed" + (f": {base.timing_unavailable}" if base.timing_unavailable else ""))
+        best = rec.best()
+        at["verdict"] = verdict(best.speedup if best is not None else None, at, why)
+        rec.autotune = at
+        results["autotune"] = at
 
     def _llm(self, task: Task, rec: TaskRecord, results: dict) -> Optional[EvalResult]:
         from agent.llm.providers import ProviderError
@@ -479,8 +534,10 @@ def tune_summary(report: dict, original: dict) -> dict:
     """A tuner report (as JSON) in one line of the bench table: the first version's and the
     final kernel's Σ ms over the timed cases (the confirmation's when an edit was offered) and
     share of the roofline (``agent.roofline``; None: unknown), configs run and pruned unrun, the
-    space searched, the tuner's wall time (search and confirmation), and why it stopped early
-    (task budget, time budget, roofline) after how many configs."""
+    space searched, the tuner's wall time (search and confirmation), why it stopped early (task
+    budget, time budget, roofline) after how many configs, and the seconds of the original's own
+    check (``original_s``; its phases are in the task's results file, ``original.phases``, and
+    the search's steps in ``tune.timeline``)."""
     conf, base = report.get("confirmation"), original.get("timing")
     offered = report.get("source") is not None and conf and conf.get("timing")
     first = conf["timing"]["ref_ms"] if offered else (base or {}).get("cand_ms")
@@ -491,7 +548,8 @@ def tune_summary(report: dict, original: dict) -> dict:
             "space": report.get("space_size"), "search_s": round(sum(spent), 1) if spent else None,
             "pct_peak_first": pct0, "pct_peak_final": report.get("best_pct_peak") if offered else pct0,
             "peak_basis": report.get("peak_basis"), "stopped": report.get("stopped"),
-            "stopped_after": report.get("stopped_after"), "budget_s": report.get("budget_s")}
+            "stopped_after": report.get("stopped_after"), "budget_s": report.get("budget_s"),
+            "original_s": original.get("duration_s")}
 
 
 # --------------------------------------------------------------------------- the document
@@ -508,4 +566,11 @@ def document(records: list[TaskRecord], settings: Settings, device, suite: str, 
         "summary": asdict(summary), "harness_errors": [r.name for r in records if r.error],
         "stopped": [r.name for r in records if r.stopped],
         "tasks": [asdict(r) for r in records], "notes": notes,
+        **({"against_autotune": _comparison(records)} if settings.against_autotune else {}),
     }
+
+
+def _comparison(records: list[TaskRecord]) -> dict:
+    from agent.bench.autotune import comparison
+    return comparison([(b.speedup if (b := r.best()) is not None and b.ok else None, r.autotune)
+                       for r in records if r.error is None])

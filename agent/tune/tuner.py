@@ -342,7 +342,9 @@ def autotune_space(at: AutotuneConfigs, backend: str, uses_dot: bool, has_loop: 
 
 
 _DOT_BLOCK = re.compile(r"^BLOCK(?:_SIZE)?_?([MNK])$")
-_BYTES = {"fp64": 8, "i64": 8, "fp32": 4, "i32": 4, "fp16": 2, "bf16": 2, "i16": 2, "i8": 1, "u8": 1}
+ELEMENT_BYTES = {"fp64": 8, "i64": 8, "fp32": 4, "i32": 4, "fp16": 2, "bf16": 2, "i16": 2, "i8": 1, "u8": 1}
+"""Bytes per element of a compiled kernel's pointer argument types (``*fp16`` -> 2), for the
+shared-memory arithmetic of ``static_limit``."""
 
 
 def dot_blocks(names) -> Optional[dict[str, str]]:
@@ -815,7 +817,7 @@ class _Tuning:
         if self.blocks:
             probe = self.runner.evaluate(self.request.with_candidate(None, trials=1, timing=False, aot_arch=arch))
             report.original_resources = [r for r in probe.resources if r.kernel == site.kernel]
-            sizes = [_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
+            sizes = [ELEMENT_BYTES.get(t.lstrip("*"), 4) for r in report.original_resources
                      for t in r.arg_types.split(", ") if t.startswith("*")]
             elem = max(sizes) if sizes else 4
             reasons = {}

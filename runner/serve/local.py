@@ -126,6 +126,14 @@ class LocalRunner:
     def device_info(self) -> DeviceInfo:
         return self.pool.device_info()
 
+    def warm(self, n: Optional[int] = None) -> DeviceInfo:
+        return self.pool.warm(n)
+
+    def device_time(self) -> dict[str, float]:
+        """Seconds the device was held alone (timing) and shared (correctness work), since the
+        runner started (the device lock's ``usage``)."""
+        return self.pool.device_lock.usage()
+
     def close(self) -> None:
         self.pool.close()
 

@@ -573,6 +573,10 @@ class RayRunner:
                 self._queue = collections.deque(i for i in self._queue if not i.future.done())
             raise
 
+    def warm(self, n: Optional[int] = None) -> DeviceInfo:
+        """The actors started and each one's workers (``workers`` per actor; ``n`` is theirs)."""
+        return self.device_info()
+
     def device_info(self) -> DeviceInfo:
         self._start()
         with self._cond:

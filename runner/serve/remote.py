@@ -298,6 +298,10 @@ class RemoteRunner:
                 return UNKNOWN_PARALLELISM
         return self._slots or UNKNOWN_PARALLELISM
 
+    def warm(self, n: Optional[int] = None) -> DeviceInfo:
+        """The daemon starts its own workers; this asks for its device (a connection, checked)."""
+        return self.device_info()
+
     def device_info(self) -> DeviceInfo:
         if self._info is None:
             self._handshake()
@@ -419,6 +423,10 @@ class SpoolRunner:
     def _alive(self) -> bool:
         doc = self._runner_doc()
         return bool(doc and doc.get("alive_until", 0) > time.time())
+
+    def warm(self, n: Optional[int] = None) -> DeviceInfo:
+        """The daemon starts its own workers; this asks for its device (a connection, checked)."""
+        return self.device_info()
 
     def device_info(self) -> DeviceInfo:
         self._check()
