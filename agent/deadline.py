@@ -22,7 +22,7 @@ import math
 import time
 from typing import Optional
 
-from runner.schema import EvalRequest, EvalResult
+from runner.schema import EvalRequest
 
 MIN_EVAL_S = 1.0
 """The shortest phase limit a batch is sent with: less than this left, and no batch starts."""

@@ -1,5 +1,5 @@
-"""Where an optimization stands, as it runs: the ``Progress`` events ``optimize`` sends, and the
-runner wrapper that counts what was evaluated.
+"""Where an optimization stands, as it runs: the ``Progress`` events ``optimize`` sends (their
+counts kept by the runner a search holds, ``agent.watch.Watched``).
 
 Every front end gets the same events: the CLI prints them, the language server turns them into
 its progress bar and its ``geak/jobStatus`` notification, the benchmark harness ignores them.
@@ -7,11 +7,10 @@ its progress bar and its ``geak/jobStatus`` notification, the benchmark harness 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from runner.schema import DeviceInfo, EvalRequest, EvalResult
+from runner.schema import DeviceInfo
 
 
 @dataclass

@@ -231,7 +231,7 @@ def _check_arch(arch: Optional[str]) -> None:
 # --------------------------------------------------------------------------- the run
 
 
-class Watch:
+class ProgressLines:
     """The optimization's progress on stderr: tickers while the tuner works; for the GEAK loop,
     a line per attempt and a bar of iterations."""
 
@@ -297,9 +297,9 @@ def run(args, runner=None) -> int:
     except (ConfigError, UsageError, RunDirError) as e:
         err(f"geak: {e}")
         return EXIT_BAD_INPUT
-    watch = Watch(args.strategy, str(req.target), req.options.limits)
+    shown = ProgressLines(args.strategy, str(req.target), req.options.limits)
     try:
-        outcome = optimize(req, args.strategy, runner, settings, watch)
+        outcome = optimize(req, args.strategy, runner, settings, shown)
     except ProviderError as e:
         err(f"geak: {e.message}")
         return EXIT_BAD_INPUT
@@ -307,7 +307,7 @@ def run(args, runner=None) -> int:
         err(f"geak: {e}")
         return EXIT_BAD_INPUT
     finally:
-        watch.close()
+        shown.close()
         if own:
             runner.close()
     warning = sandbox_warning(outcome.baseline)  # once, for every evaluation of the search

@@ -71,7 +71,7 @@ def prepare(requested: str) -> bool:
         import numpy  # noqa: F401
         import triton  # noqa: F401
 
-        from .. import aot
+        from .. import aot  # noqa: F401
         from . import inputs, trees  # noqa: F401
         try:
             import triton.knobs as knobs
