@@ -189,6 +189,15 @@ class WorkerProcess:
             self.outbox[name] = fd
         return True
 
+    def discard_outbox(self) -> None:
+        """Drop what the worker handed over without passing it on."""
+        for fd in self.outbox.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.outbox = {}
+
     def hand(self, name: str, fd: int) -> None:
         """Send ``fd`` (the pool's copy; closed once sent) to the worker with its next op."""
         old = self.inbox.pop(name, None)

@@ -44,6 +44,8 @@ class Evaluation:
         self.stages: dict[str, float] = {}
         self.stage = "import"
         self.ran: list[int] = []
+        self.together = False
+        """The candidate's first run of a case starts with the reference's (``load`` says when)."""
         from ..units import resolve
         self.opts.unit = resolve(self.opts.unit, req.files.get(req.target.path, ""))
         limits = self.opts.limits
@@ -120,7 +122,11 @@ class Evaluation:
             self.v.fail(ref_reply["failure"])
             return None
         self.ref.uses += 1
-        run = self.v.loaded_reference(self.ref.loaded or ref_reply)
+        loaded = self.ref.loaded or ref_reply
+        run = self.v.loaded_reference(loaded)
+        # A test makes its own inputs: the candidate's first run need not wait for the
+        # reference's, unless the candidate is to start from the reference's autotune choices.
+        self.together = self.opts.unit == "tests" and loaded.get("autotuned") is False
         cand_reply = replies["candidate"]
         if "failure" in cand_reply:
             self.v.fail(cand_reply["failure"])
@@ -155,31 +161,42 @@ class Evaluation:
                            "no input case can run here: " + (first.skipped if first else "no cases"),
                            hint="add a small case to INPUT_CASES for the interpreter, or use a GPU runner")
 
+    @property
+    def n_trials(self) -> int:
+        """Trials per case. The original's check (no candidate) runs one: the original against
+        itself in a second process on one draw per case shows it runs and agrees with itself;
+        the other draws are made when a candidate is judged on them (the reference worker keeps
+        each draw's run for every later candidate), not twice before any search begins."""
+        return 1 if self.v.self_check else max(1, self.opts.trials)
+
     def case_trials(self, case: int, rb: Budget, cb: Budget):
         """True (every trial right), False (a wrong trial), "skipped", or None (the end)."""
-        r = self.settle(self.ref, self.ref.call({"op": "reference", "case": case, "trial": 0}, "read", rb))
-        if r is None:
-            return None
-        if r.get("skipped"):
+        early = self.start_candidate(case, 0, cb) if self.together else None
+        try:
+            r = self.settle(self.ref, self.ref.call({"op": "reference", "case": case, "trial": 0}, "read", rb))
+        finally:
+            if early is not None:
+                early[0].join()
+        if r is None or r.get("skipped"):
+            if early is not None:
+                # Its run is of no use now (nothing to judge it against): what it handed over is
+                # dropped, and a candidate stopped by a limit still ends the evaluation.
+                self.cand.discard_outbox()
+                if isinstance(early[1].get("c"), Stopped) and r is not None:
+                    raise early[1]["c"]
+            if r is None:
+                return None
             self.v.skip(case, r["skipped"])
             return "skipped"
         promote_compiles(self.ref, self.pool.compile_cache, self.ref.digest)  # the candidate finds them compiled
         self.v.reference_ran(case, r)
-        for trial in range(self.opts.trials):
+        trials = self.n_trials
+        for trial in range(trials):
             at = {"case": case, "trial": trial}
-            box: dict = {}
-
-            def candidate():
-                try:
-                    box["c"] = self.cand.call({"op": "candidate", **at}, "read", cb)
-                except Stopped as s:
-                    box["c"] = s
-
-            th = threading.Thread(target=candidate)
-            th.start()
+            th, box = early if (trial == 0 and early is not None) else self.start_candidate(case, trial, cb)
             nxt = None
             try:
-                if trial + 1 < self.opts.trials:
+                if trial + 1 < trials:
                     nxt = self.ref.call({"op": "reference", "case": case, "trial": trial + 1}, "read", rb)
             finally:
                 th.join()
@@ -199,6 +216,21 @@ class Evaluation:
                     return None
                 self.v.reference_ran(case, nxt)
         return True
+
+    def start_candidate(self, case: int, trial: int, cb: Budget) -> tuple[threading.Thread, dict]:
+        """The candidate's run of (case, trial), started on a thread: (thread, box); the reply,
+        or the ``Stopped`` that ended it, is ``box["c"]`` once the thread is joined."""
+        box: dict = {}
+
+        def candidate():
+            try:
+                box["c"] = self.cand.call({"op": "candidate", "case": case, "trial": trial}, "read", cb)
+            except Stopped as s:
+                box["c"] = s
+
+        th = threading.Thread(target=candidate)
+        th.start()
+        return th, box
 
     def relay(self, job: WorkerProcess) -> None:
         """Hand what ``job`` (a side that just replied) gave for the other side to it: each
@@ -326,7 +358,7 @@ class Evaluation:
                 break
             if t.get("timing"):
                 self.v.timed(case, t["timing"], alone, wall)
-            if not self.post_check(case):
+            if not self.v.self_check and not self.post_check(case):
                 break
         self.stages["timing"] = time.monotonic() - t0
         if not self.v.done:

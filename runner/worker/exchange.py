@@ -60,8 +60,6 @@ def _plain(obj: Any, clone: bool, seen: set, depth: int) -> Any:
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
         return t.clone() if clone else t
-        t = obj.detach()
-        return t.clone() if clone else t
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple: by field
         return {"<object>": type(obj).__qualname__,
                 "fields": {f: _plain(v, clone, seen, depth + 1) for f, v in zip(obj._fields, obj)}}

@@ -165,7 +165,9 @@ class ReferenceSide(Side):
                           hint="the tests below the line of 146 '#' call the code above it", file=path)
         cases = [{"index": i, "label": t.label, "shapes": "", "skipped": None, "detail": None}
                  for i, t in enumerate(self.tests) if i in set(self.selected(len(self.tests)))]
-        return {"cases": cases, "convention": "tests", "notes": notes}
+        return {"cases": cases, "convention": "tests", "notes": notes,
+                "autotuned": bool(autotune_pin.autotuners(self.trees.loaded.get("reference", []),
+                                                          self.trees.roots["reference"]))}
 
     def selected(self, n: int) -> list[int]:
         if self.opts.cases is None:
