@@ -21,18 +21,14 @@ and runs off the lock.
 
 from __future__ import annotations
 
-import array
 import collections
-import fcntl
 import hashlib
 import json
 import os
 import queue
 import shutil
-import signal
 import socket
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
