@@ -393,10 +393,16 @@ class EvalResult:
     """Tail of what the user's code printed."""
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
-    """Wall seconds per phase in the worker (import, run, compile, timing), waiting for the
-    device lock (device_wait), holding it shared and alone (device_read, device_write; both
-    workers counted) and, on a busy runner, waiting for a free worker slot (slot_wait): where
-    an evaluation's time went."""
+    """Where an evaluation's time went, wall seconds. The stages, one after another
+    (``STAGES``: import, run, generate, timing); within them, as the pool measured each op of
+    each worker: the reference's runs (``reference_runs``: drawing inputs, running the
+    original, handing the inputs over), the candidate's runs (``candidate_runs``: taking the
+    inputs, running, handing its record over), judging (``judge``), the candidate's
+    observations (``observe``), the inputs handed over for timing (``timing_inputs``) and the
+    reference timed alone (``time_alone``); the run stage pipelines the first two, so they
+    overlap. Beside them: Triton compiles (compile), waiting for the device lock
+    (device_wait), holding it shared and alone (device_read, device_write; both workers
+    counted) and, on a busy runner, waiting for a free worker slot (slot_wait)."""
     schema: str = SCHEMA
 
     @property
@@ -549,6 +555,10 @@ def request_from_json(text: str | bytes) -> EvalRequest:
 def result_from_json(text: str | bytes) -> EvalResult:
     return _from_json(EvalResult, text)
 
+
+STAGES = ("import", "run", "generate", "timing")
+"""The stages of an evaluation, one after another: their ``phases`` add up to its time in the
+workers (the other phases lie within them)."""
 
 # Why elements are left out of a comparison, as the result's notes say it: written by the
 # reference worker (``runner.worker.exchange``), read by the verdict (``runner.judge.verdict``).

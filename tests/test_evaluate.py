@@ -25,6 +25,11 @@ def test_target_against_itself(project, runner):
     project.write("cand.py", kernel_variant(block=64))
     r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
     assert r.correct and all(c.trials == 3 for c in r.cases), r.message
+    # Where the time went: the stages one after another, and the ops within them.
+    from runner.schema import STAGES
+    assert {"import", "run", "candidate_runs", "reference_runs", "judge"} <= set(r.phases), r.phases
+    assert sum(r.phases.get(k, 0.0) for k in STAGES) <= r.duration_s
+    assert r.phases["candidate_runs"] <= r.phases["run"] and r.phases["judge"] <= r.phases["run"]
 
 
 def test_correct_candidate_with_other_launch_config(project, runner):

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from agent.deadline import Deadline, earliest
 from agent.roofline import roofline
 from agent.watch import Watched
+from runner.schema import STAGES
 from agent.tune.knobs import LaunchSite, find_autotune, find_launch_sites, render_autotune, render_autotune_launch
 from agent.tune.tuner import (DEFAULT_LAUNCH, ELEMENT_BYTES, autotune_space, backend_of, dot_blocks, screen_part,
                           search_space, shape_key, static_limit)
@@ -90,8 +91,8 @@ def against_autotune(request, outcome, runner, deadline: Optional[Deadline], max
     req = request.with_candidate(src, trials=3)
     r = Watched(runner, deadline=mine).evaluate(req)
     wall_s = time.perf_counter() - t0
-    worker = sum(v for k, v in r.phases.items() if k != "device_wait")
-    base = sum(v for k, v in outcome.baseline.phases.items() if k != "device_wait") if outcome.baseline else 0.0
+    worker = sum(r.phases.get(k, 0.0) for k in STAGES)
+    base = sum(outcome.baseline.phases.get(k, 0.0) for k in STAGES) if outcome.baseline else 0.0
     roof = roofline(r) if r.timing else None
     return {"configs": len(space), "sampled": sampled, "key": key, "status": r.status, "correct": bool(r.correct),
             "speedup": r.timing.speedup if r.timing else None, "tuned_ms": r.timing.cand_ms if r.timing else None,

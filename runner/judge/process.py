@@ -116,6 +116,7 @@ class WorkerProcess:
         self.compile_s = 0.0  # seconds in announced compiles
         self.wait_s = 0.0  # seconds waiting for the device lock
         self.held_s = {"read": 0.0, "write": 0.0}  # seconds holding it, by kind
+        self.op_s: dict[str, float] = {}  # seconds per op, from sending it to its reply (lock waits not counted)
 
     # ----------------------------------------------------------------- pipes
 
@@ -327,6 +328,7 @@ class WorkerProcess:
 
         take()
         budget.start()
+        op_started, waited = time.monotonic(), self.wait_s
         # A reply counts only with this op's nonce: one written before the op was sent (by code
         # of the job that wrote ahead on the channel) cannot carry it.
         nonce = os.urandom(8).hex()
@@ -380,6 +382,8 @@ class WorkerProcess:
         finally:
             budget.stop()
             give()
+            op = str(msg.get("op"))
+            self.op_s[op] = self.op_s.get(op, 0.0) + time.monotonic() - op_started - (self.wait_s - waited)
 
     def stopped(self) -> Stopped:
         """How the worker ended (the fork server reports its keeper's status)."""

@@ -423,6 +423,12 @@ class Evaluation:
         r.log = "\n".join(x for x in (self.ref.log_since(self.marks[id(self.ref)]),
                                       self.cand.log_since(self.marks[id(self.cand)])) if x)
         r.phases = {k: round(v, 3) for k, v in self.stages.items() if v > 0}
+        for job, op, phase in ((self.ref, "reference", "reference_runs"), (self.cand, "candidate", "candidate_runs"),
+                               (self.ref, "judge", "judge"), (self.cand, "observe", "observe"),
+                               (self.ref, "time_inputs", "timing_inputs"), (self.ref, "time_alone", "time_alone")):
+            v = job.op_s.get(op, 0.0)
+            if v > 0.0005:
+                r.phases[phase] = round(v, 3)
         compile_s = self.ref.compile_s + self.cand.compile_s
         wait_s = self.ref.wait_s + self.cand.wait_s
         if compile_s > 0:
