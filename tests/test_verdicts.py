@@ -851,3 +851,17 @@ def test_a_test_s_first_run_is_not_made_to_wait_for_the_reference_s(tmp_path, ru
         "triton.cdiv(x.numel(), 128)", "triton.cdiv(x.numel(), 64)"))
     r = p.evaluate(runner, "task.py::double", "cand.py::double", trials=2)
     assert r.status == "ok" and r.correct and all(c.trials == 2 for c in r.cases), r.message
+
+
+def test_a_reference_that_dies_does_not_wait_for_a_candidate_run_beside_it(tmp_path, runner):
+    # The candidate's first run goes beside the reference's: when the reference's process dies
+    # the evaluation ends then, with the candidate's run stopped, not waited for.
+    import time
+    p = Project(tmp_path)
+    p.write("task.py", SLOW_TEST.format(decorator="", block=", BLOCK=128", sleep=0).replace(
+        "time.sleep(0)", "import os; os._exit(3)"))
+    p.write("cand.py", SLOW_TEST.format(decorator="", block=", BLOCK=128", sleep=60))
+    t0 = time.monotonic()
+    r = p.evaluate(runner, "task.py::double", "cand.py::double")
+    assert time.monotonic() - t0 < 30, r.phases
+    assert r.status == "crashed" and r.error.side == "reference", r.message

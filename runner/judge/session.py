@@ -174,9 +174,15 @@ class Evaluation:
         early = self.start_candidate(case, 0, cb) if self.together else None
         try:
             r = self.settle(self.ref, self.ref.call({"op": "reference", "case": case, "trial": 0}, "read", rb))
-        finally:
-            if early is not None:
+        except BaseException:
+            if early is not None:  # the evaluation ends with the reference: the candidate's run is not waited for
+                self.cand.kill("stopped", "the evaluation ended on the reference's side")
                 early[0].join()
+            raise
+        if early is not None:
+            if r is None:
+                self.cand.kill("stopped", "the evaluation ended on the reference's side")
+            early[0].join()
         if r is None or r.get("skipped"):
             if early is not None:
                 # Its run is of no use now (nothing to judge it against): what it handed over is
