@@ -402,6 +402,8 @@ def test_autotuned_kernels_are_checked_with_the_config_the_original_chose(tmp_pa
     r = p.evaluate(runner, "ref.py::scaled")
     assert r.status == "ok" and r.correct, r.message
     assert "autotune_pinned" in flag_codes(r, "info") and "scale_kernel" in str(r.flags)
+    # The original's check times (on a GPU) with that config too: a plain run autotunes once.
+    assert "(and timed with it)" in next(f.message for f in r.flags if f.code == "autotune_pinned")
     # Still a real check: a kernel that computes something else under that config is wrong.
     p.write("wrong.py", AUTOTUNED.format(extra=" + 0.5"))
     r = p.evaluate(runner, "ref.py::scaled", "wrong.py::scaled")

@@ -163,7 +163,8 @@ class Verdict:
         if pinned and not any(f.code == "autotune_pinned" for f in self.result.flags):
             self.flag("autotune_pinned", "info",
                       "checked with the @triton.autotune config the original chose for each key: "
-                      + ", ".join(pinned) + " (timing lets each side choose its own)")
+                      + ", ".join(pinned) + (" (and timed with it)" if self.self_check
+                                             else " (timing lets each side choose its own)"))
 
     def judged(self, case: int, trial: int, reply: dict, seed: int) -> bool:
         cr = self.cases[case]

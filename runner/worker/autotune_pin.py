@@ -11,7 +11,10 @@ config's position in the kernel's own list), and the candidate's process starts 
 of the *same* kernel, with the *same* list of configs, from those choices: both sides then run
 the config a plain run of the original would most likely have picked. A candidate that changes
 a kernel's configs, or the key, autotunes by itself as before. The pins are lifted before
-timing, where each side's autotuner decides for itself.
+timing, where each side's autotuner decides for itself; in the original's check (the original
+against itself) both sides are timed with the reference's choices instead, pinned in the
+timing process's copy of the reference tree too: a plain run autotunes once, and the check
+should not autotune twice more.
 
 A kernel is known by the file it is defined in (relative to the project) and its global name.
 """
