@@ -14,7 +14,7 @@ import torch
 from runner.worker import channel
 
 from runner.worker.exchange import (CANARY, PATTERN_A, PATTERN_B, SEALS, Allocations, clone_layout, guard_inputs,
-                             NotTransferable, from_transfer, input_breaches, leave_out, load, save, to_plain,
+                             hand_again, NotTransferable, from_transfer, input_breaches, leave_out, load, save, to_plain,
                              to_transfer, unwritten)
 
 
@@ -37,6 +37,25 @@ def _saved(tmp_path, obj):
         os.write(fd, b"x")
     channel.loop_back()
     return path
+
+
+def test_a_draw_s_inputs_are_written_once_and_handed_again_sealed(tmp_path):
+    # The reference hands the same draw to every candidate: the sealed memfd is kept and handed
+    # again (no second write); sealed, neither side can change what the next one gets.
+    x = torch.randn(64, 32)
+    kept = save(str(tmp_path / "in-0-0.pt"), {"args": [x]}, keep=True)
+    first = channel._outbox["in-0-0.pt"]
+    channel.loop_back()
+    hand_again(str(tmp_path / "in-0-1.pt"), kept)
+    again = channel._outbox["in-0-1.pt"]
+    assert again != kept and os.fstat(again).st_ino == os.fstat(kept).st_ino == os.fstat(first).st_ino
+    assert fcntl.fcntl(again, fcntl.F_GET_SEALS) & SEALS == SEALS
+    channel.loop_back()
+    got = load("in-0-1.pt")["args"][0]
+    got.add_(1.0)  # the reader's mapping is its own copy
+    assert torch.equal(load("in-0-0.pt")["args"][0], x) and torch.equal(got, x + 1.0)
+    os.close(kept)
+    channel.forget_received()
 
 
 def test_files_with_anything_but_tensors_and_plain_values_are_refused(tmp_path):

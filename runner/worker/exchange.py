@@ -319,9 +319,11 @@ SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_S
 change it once sent (the pool refuses one that is not sealed so)."""
 
 
-def save(path: str, obj: Any) -> None:
+def save(path: str, obj: Any, keep: bool = False) -> Optional[int]:
     """Hand ``obj`` to the other side as ``basename(path)``: written (``torch.save``) into a
-    memfd, sealed, and sent with this side's next reply; the pool passes it on."""
+    memfd, sealed, and sent with this side's next reply; the pool passes it on. With ``keep``,
+    a second descriptor of the sealed memfd is returned, to be handed again (``hand_again``)
+    instead of writing the same data once more: sealed, it can no longer change."""
     name = os.path.basename(path)
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     crc = torch.serialization.get_crc32_options()
@@ -335,7 +337,14 @@ def save(path: str, obj: Any) -> None:
         raise
     finally:
         torch.serialization.set_crc32_options(crc)
+    kept = os.dup(fd) if keep else None
     channel.hand(name, fd)
+    return kept
+
+
+def hand_again(path: str, kept: int) -> None:
+    """Hand the sealed memfd ``kept`` (from ``save(..., keep=True)``) again, as ``basename(path)``."""
+    channel.hand(os.path.basename(path), os.dup(kept))
 
 
 class ExchangeError(Exception):

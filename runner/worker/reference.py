@@ -27,13 +27,14 @@ judgment cannot be changed by a candidate. Per op (``runner.worker.channel``):
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, RERUN_CANARIES, TooLarge, any_pattern, clone_layout, float_canary,
-                       NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks, refill_bands, save,
+                       hand_again, NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks, refill_bands, save,
                        to_transfer, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call, lookup
@@ -242,7 +243,7 @@ class ReferenceSide(Side):
             return self.from_memo(case, trial, kept)
         call = self.inputs(case, seed)
         call.args, call.kwargs = guard_inputs((tuple(call.args), dict(call.kwargs)))
-        self.hand_inputs(f"in-{case}-{trial}.pt", call, label)
+        handed = self.hand_inputs(f"in-{case}-{trial}.pt", call, label, keep=True)
         fn = self.function()
         channel.at("reference", label)
         ops0, kernels0 = dict(self.ops.ops), len(self.launches.launches["reference"])
@@ -260,7 +261,9 @@ class ReferenceSide(Side):
         self.save_autotune_choices()
         reply = {"ops": self.ops.compute_counts(), "launches": self.kernels(), "oob": rec.get("oob"),
                  "reads_outside": rec.get("reads_outside")}
-        self.memo.put((case, seed, False), self.memo_entry(ops0, kernels0, reply, rec, masks, call, None))
+        entry = self.memo_entry(ops0, kernels0, reply, rec, masks, call, None)
+        entry["handed"] = handed
+        self.memo.put((case, seed, False), entry)
         return reply
 
     def memo_entry(self, ops0: dict, kernels0: int, reply: dict, rec, masks, call, timed) -> dict:
@@ -278,7 +281,9 @@ class ReferenceSide(Side):
         """A run of an earlier evaluation on the same draw, as if it ran now: the candidate gets
         the same inputs, the judge a copy of the same record; the counts go on as if it ran."""
         call = kept["call"]
-        if call is not None:
+        if kept.get("handed") is not None:  # the same draw's inputs, as handed the first time
+            hand_again(f"in-{case}-{trial}.pt", kept["handed"])
+        elif call is not None:
             self.hand_inputs(f"in-{case}-{trial}.pt", call, self.found.cases[case].label)
         for k, n in kept["ops"].items():
             self.ops.ops[k] = self.ops.ops.get(k, 0) + n
@@ -559,7 +564,7 @@ class ReferenceSide(Side):
         self.hand_inputs(path, call, self.found.cases[case].label)
         return {"calls": 1}
 
-    def hand_inputs(self, name: str, call: Call, label: str) -> None:
+    def hand_inputs(self, name: str, call: Call, label: str, keep: bool = False) -> Optional[int]:
         """A call's inputs to the candidate's process: tensors as they are (layout kept), a
         Triton dtype by name, an object of the file's own classes (a config, an ``nn.Module``)
         by what it holds, rebuilt there from the candidate's class of that name
@@ -574,7 +579,7 @@ class ReferenceSide(Side):
                           "dtypes, nn.Modules and objects of the file's own classes can)",
                           hint="build such an argument inside the function, or pass what it holds instead",
                           file=self.req.target.path) from None
-        save(str(self.xdir / name), data)
+        return save(str(self.xdir / name), data, keep=keep)
 
     def time_alone(self, case: int) -> dict:
         """The reference by itself, timed the way the candidate's process times it (half the
@@ -671,7 +676,14 @@ class Memo:
 
     def put(self, key: tuple, entry: dict) -> None:
         size, on_device = _nbytes(entry)
+        handed = entry.get("handed")
+        if handed is not None:  # the sealed memfd of the inputs handed over: host memory too
+            try:
+                size += os.fstat(handed).st_size
+            except OSError:
+                entry["handed"] = None
         if size > self.limit:
+            _close(entry)
             return
         self.drop(key)
         self.entries[key] = (entry, size, on_device)
@@ -685,6 +697,17 @@ class Memo:
         if got is not None:
             self.bytes -= got[1]
             self.device_bytes -= got[2]
+            _close(got[0])
+
+
+def _close(entry: dict) -> None:
+    fd = entry.get("handed")
+    entry["handed"] = None
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _nbytes(obj: Any) -> tuple[int, int]:
