@@ -835,7 +835,7 @@ def test_a_test_s_first_run_is_not_made_to_wait_for_the_reference_s(tmp_path, ru
     # A test makes its own inputs, so the candidate's first run goes at the same time as the
     # reference's: the original's check (one trial: the original against itself) costs one run
     # of the test, not two in a row.
-    sleep = 1.5
+    sleep = 1.0
     p = Project(tmp_path)
     p.write("task.py", SLOW_TEST.format(decorator="", block=", BLOCK=128", sleep=sleep))
     r = p.evaluate(runner, "task.py::double")
