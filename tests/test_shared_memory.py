@@ -170,3 +170,38 @@ def test_every_config_that_mismatches_is_judged_against_the_same_reruns(runner, 
         assert not r.correct
         kinds.append((r.status, r.error.kind if r.error else None))
     assert kinds[0] == kinds[1] == ("runtime_error", "original_varies"), kinds
+
+
+def test_a_case_s_timing_inputs_are_written_once_and_handed_again(runner, project):
+    # On a GPU every evaluation hands the candidate's process the inputs to time a case on. The
+    # reference worker writes them once per draw, kept with the draw's run, and hands the same
+    # sealed memfd to every later candidate. Driven here op by op on a kept reference worker
+    # (the interpreter has no timing stage to call it).
+    from runner.judge.pool import reference_digest
+    from runner.judge.process import Budget
+    from runner.judge.session import _request_dict
+    req = project.request("ref.py::add_relu", None, trials=1)
+    assert runner.evaluate(req).correct
+    pool = runner.pool
+    ref = pool._take_reference(reference_digest(req))
+    try:
+        assert ref.loaded is not None  # the worker of the evaluation above, with its memo
+        xdir = os.path.join(ref.scratch, "x-test")
+        os.mkdir(xdir, 0o700)
+        base = {"request": _request_dict(req), "layer": ref.digest, "exchange": xdir}
+        assert "failure" not in ref.call({"op": "attach", **base}, None, Budget(30))
+        ref.new_evaluation()
+        inodes = []
+        for _ in range(2):
+            r = ref.call({"op": "reference", "case": 0, "trial": 0}, None, Budget(30))
+            assert r.get("memo"), r
+            ref.discard_outbox()
+            t = ref.call({"op": "time_inputs", "case": 0}, None, Budget(30))
+            assert t.get("calls") == 1 and "failure" not in t, t
+            fd = ref.outbox["time-0.pt"]
+            assert _sealed(fd)
+            inodes.append(os.fstat(fd).st_ino)
+            ref.discard_outbox()
+        assert inodes[0] == inodes[1]  # written once, handed twice
+    finally:
+        ref.close()
