@@ -552,10 +552,11 @@ class ReferenceSide(Side):
             hand_again(path, kept["time_handed"])
             return dict(kept["time_reply"])
         reply, fd = self.write_time_inputs(case, path)
-        if fd is not None and not self.memo.attach(key, "time_handed", fd):
-            os.close(fd)
-        elif fd is not None:
-            kept["time_reply"] = dict(reply)
+        if fd is not None:
+            if self.memo.attach(key, "time_handed", fd):  # only onto the entry found above
+                kept["time_reply"] = dict(reply)
+            else:
+                os.close(fd)
         return reply
 
     def write_time_inputs(self, case: int, path: str) -> tuple[dict, Optional[int]]:
