@@ -92,6 +92,21 @@ def test_fresh_inputs_every_trial_catch_a_cached_answer(project, runner):
     assert r.cases[0].trials == 2  # first trial right, the second sees new inputs
 
 
+def test_a_wrong_trial_ends_its_case_though_the_next_one_already_ran(project, runner):
+    # The candidate's third trial runs while the second is judged. Right on its first call, wrong
+    # on the second, and the third raises: the verdict is the second trial's wrong result (what
+    # the third trial did is dropped with it), and the next case is still judged.
+    project.write("cand.py", kernel_variant(
+        extra="_n = [0]",
+        pre="    _n[0] += 1\n    if _n[0] % 3 == 0:\n        raise RuntimeError('third call')\n"
+            "    if _n[0] % 3 == 2:\n        y = x  # the wrong sum",))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu", trials=3)
+    assert r.status == "mismatch", r.message
+    assert r.cases[0].trials == 2 and not r.cases[0].passed
+    assert "third call" not in r.message and "RuntimeError" not in r.message
+    assert len(r.cases) > 1 and r.cases[1].trials >= 1, [(c.label, c.trials) for c in r.cases]
+
+
 # ----------------------------------------------------------------------------- anti-cheat
 
 

@@ -16,6 +16,7 @@ from runner.worker import channel
 from runner.worker.exchange import (CANARY, PATTERN_A, PATTERN_B, SEALS, Allocations, clone_layout, guard_inputs,
                              hand_again, NotTransferable, from_transfer, input_breaches, leave_out, load, save, to_plain,
                              to_transfer, unwritten)
+from runner.worker.exchange import given_copies, is_same_as_given, unchanged_inputs
 
 
 def test_layout_and_sharing_survive_a_copy_and_shared_memory(tmp_path):
@@ -56,6 +57,25 @@ def test_a_draw_s_inputs_are_written_once_and_handed_again_sealed(tmp_path):
     assert torch.equal(load("in-0-0.pt")["args"][0], x) and torch.equal(got, x + 1.0)
     os.close(kept)
     channel.forget_received()
+
+
+def test_inputs_left_as_handed_are_not_written_out_again(tmp_path):
+    # A candidate's record names the inputs its call left exactly as handed instead of holding
+    # them (the judge holds those); one it changed, even by one element or to -NaN, is recorded.
+    x, y, z = torch.randn(1000), torch.randn(1000), torch.arange(10)
+    flat = [x, y, z, 3, "s"]
+    copies = given_copies(flat)
+    y[7] = y[7] + 1.0
+    rec = unchanged_inputs(flat, copies)
+    assert is_same_as_given(rec[0]) and is_same_as_given(rec[2])
+    assert torch.equal(rec[1], y) and rec[1].data_ptr() != y.data_ptr() and rec[3:] == [3, "s"]
+    nan = torch.full((4,), float("nan"))
+    copies = given_copies([nan])
+    nan.neg_()  # NaN to -NaN: the same value to the judge's comparison, so the same claim
+    assert is_same_as_given(unchanged_inputs([nan], copies)[0])
+    back = load(_saved(tmp_path, {"inputs_after": rec}))["inputs_after"]
+    assert is_same_as_given(back[0]) and torch.equal(back[1], y)
+    assert given_copies([3, "s"]) is None
 
 
 def test_files_with_anything_but_tensors_and_plain_values_are_refused(tmp_path):

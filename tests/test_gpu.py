@@ -70,6 +70,22 @@ def test_faster_candidate_is_measured_faster(gproject, gpu_runner):
     assert "suspicious_speedup" in flag_codes(r, "warning")
 
 
+def test_the_reference_timed_alone_is_reused_by_the_next_candidate(gproject, gpu_runner):
+    # A candidate that looks faster has the reference timed alone, in its own process. The next
+    # candidate against the same reference is given that figure again (it does not depend on
+    # the candidate), not a second 50 ms of timing; a candidate that slows the reference down
+    # beside it is still caught (test_attacks: the timer's tampering, on the GPU too).
+    gproject.write("slow.py", BIG.replace("BLOCK=256", "BLOCK=32").replace("cdiv(n, 256)", "cdiv(n, 32)"))
+    gproject.write("fast.py", kernel_variant(block=1024))
+    gproject.write("fast2.py", kernel_variant(block=512))
+    first = gproject.evaluate(gpu_runner, "slow.py::add_relu", "fast.py::add_relu")
+    second = gproject.evaluate(gpu_runner, "slow.py::add_relu", "fast2.py::add_relu")
+    for r in (first, second):
+        assert r.status == "ok" and r.timing.speedup > 1.2, r.message
+    assert first.phases["time_alone"] > 0.02, first.phases
+    assert second.phases.get("time_alone", 0.0) < first.phases["time_alone"] / 4, (first.phases, second.phases)
+
+
 def test_side_stream_candidate_is_rejected(gproject, gpu_runner):
     gproject.write("cand.py", kernel_variant(block=1024, pre="    s = torch.cuda.Stream()\n    ctx = torch.cuda.stream(s)\n    ctx.__enter__()",
                                              post="    ctx.__exit__(None, None, None)"))

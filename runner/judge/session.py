@@ -27,7 +27,7 @@ from typing import Optional
 from .. import sandbox
 from .process import FROM_CANDIDATE, FROM_REFERENCE, Budget, WorkerProcess, Stopped, promote_compiles
 from ..schema import EvalRequest, EvalResult, beats
-from .verdict import Verdict
+from .verdict import Verdict, reference_slowed
 
 
 class Evaluation:
@@ -197,31 +197,61 @@ class Evaluation:
         promote_compiles(self.ref, self.pool.compile_cache, self.ref.digest)  # the candidate finds them compiled
         self.v.reference_ran(case, r)
         trials = self.n_trials
+        run = early if early is not None else self.start_candidate(case, 0, cb)
+        # While the candidate runs trial t, the reference runs trial t + 1 (``nxt``) and judges
+        # trial t - 1. Nothing is relayed while the candidate's op is under way: each reply is
+        # settled once the candidate's run is joined.
+        nxt = self.beside(run, lambda: self.ref.call({"op": "reference", "case": case, "trial": 1}, "read", rb)
+                          if trials > 1 else None)
         for trial in range(trials):
-            at = {"case": case, "trial": trial}
-            th, box = early if (trial == 0 and early is not None) else self.start_candidate(case, trial, cb)
-            nxt = None
-            try:
-                if trial + 1 < trials:
-                    nxt = self.ref.call({"op": "reference", "case": case, "trial": trial + 1}, "read", rb)
-            finally:
-                th.join()
-            if isinstance(box["c"], Stopped):
-                raise box["c"]
-            c = self.settle(self.cand, box["c"])
+            if isinstance(run[1]["c"], Stopped):
+                raise run[1]["c"]
+            c = self.settle(self.cand, run[1]["c"])
             if c is None:
                 return None
             self.v.candidate_ran(c)
-            j = self.ask(self.ref, {"op": "judge", **at}, rb)
-            if j is None:
-                return None
-            if not self.v.judged(case, trial, j, self.seed(case, trial)):
-                return False
             if nxt is not None:
                 if self.settle(self.ref, nxt) is None:
                     return None
                 self.v.reference_ran(case, nxt)
+            judge = {"op": "judge", "case": case, "trial": trial}
+            if trial + 1 == trials:
+                j = self.ask(self.ref, judge, rb)
+                return None if j is None else self.v.judged(case, trial, j, self.seed(case, trial))
+
+            def reference_side(trial=trial, judge=judge):
+                j = self.ref.call(judge, "read", rb)
+                more = "failure" not in j and j.get("passed") and trial + 2 < trials
+                return j, (self.ref.call({"op": "reference", "case": case, "trial": trial + 2}, "read", rb)
+                           if more else None)
+
+            run = self.start_candidate(case, trial + 1, cb)  # the next trial, while this one is judged
+            j, nxt = self.beside(run, reference_side)
+            j = self.settle(self.ref, j)
+            if j is None:
+                self.cand.discard_outbox()
+                return None
+            if not self.v.judged(case, trial, j, self.seed(case, trial)):
+                # The case ends here: the next trial's run is of no use. A candidate that died in
+                # it cannot go on to the next case.
+                self.cand.discard_outbox()
+                if isinstance(run[1]["c"], Stopped):
+                    raise run[1]["c"]
+                return False
         return True
+
+    def beside(self, run: tuple[threading.Thread, dict], reference_side):
+        """``reference_side()`` (the reference's ops) while the candidate's ``run`` goes on; then
+        the run is joined. If the reference's side raises (it died, or reached a limit), the
+        candidate's run is killed rather than waited for."""
+        try:
+            out = reference_side()
+        except BaseException:
+            self.cand.kill("stopped", "the evaluation ended on the reference's side")
+            run[0].join()
+            raise
+        run[0].join()
+        return out
 
     def start_candidate(self, case: int, trial: int, cb: Budget) -> tuple[threading.Thread, dict]:
         """The candidate's run of (case, trial), started on a thread: (thread, box); the reply,
@@ -355,7 +385,12 @@ class Evaluation:
                 if t is not None and _claims_faster(t.get("timing")) and not self.v.self_check:
                     # A candidate that looks faster: the reference timed by itself, in its own
                     # process, must agree with the reference timed beside the candidate.
-                    alone = self.ask(self.ref, {"op": "time_alone", "case": case}, rb, "held")
+                    # A figure of it from a recent evaluation serves (the reference alone does
+                    # not depend on the candidate), unless it disagrees: then it is timed anew.
+                    alone = self.ask(self.ref, {"op": "time_alone", "case": case, "reuse": True}, rb, "held")
+                    if alone is not None and alone.get("reused_s") is not None \
+                            and reference_slowed(t.get("timing"), alone):
+                        alone = self.ask(self.ref, {"op": "time_alone", "case": case}, rb, "held")
                     if alone is None:
                         break
             finally:

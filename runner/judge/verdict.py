@@ -293,13 +293,10 @@ class Verdict:
             self.untrusted(f"case '{cr.label}': the reported times add up to more than the "
                            f"{wall_s:.3f} s the timing took")
             return
-        if alone and _num(alone.get("ref_ms")):
-            ref_alone = float(alone["ref_ms"])
-            spread = (float(t.get("ref_spread_pct") or 0) + float(alone.get("spread_pct") or 0)) / 100
-            if ref_ms > ref_alone * (REF_SLOWDOWN_LIMIT + spread) and ref_ms - ref_alone > 0.005:
-                self.untrusted(f"case '{cr.label}': the reference ran {ref_ms / ref_alone:.2f}x slower "
-                               f"beside the candidate ({ref_ms:.4f} ms) than alone ({ref_alone:.4f} ms)")
-                return
+        slowed = reference_slowed(t, alone)
+        if slowed:
+            self.untrusted(f"case '{cr.label}': {slowed}")
+            return
         ct = CaseTiming(ref_ms=ref_ms, cand_ms=cand_ms, speedup=ref_ms / cand_ms,
                         ref_spread_pct=float(t.get("ref_spread_pct") or 0),
                         cand_spread_pct=float(t.get("cand_spread_pct") or 0), reps=reps,
@@ -451,3 +448,20 @@ def _num(v) -> Optional[float]:
 
 def _int(v) -> Optional[int]:
     return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def reference_slowed(t: Optional[dict], alone: Optional[dict]) -> Optional[str]:
+    """Why the reference timed beside the candidate (``t``, from the candidate's process) cannot
+    be trusted against the reference timed alone (``alone``, from its own process): it ran more
+    than ``REF_SLOWDOWN_LIMIT`` (plus both spreads) slower there; None when it did not, or when
+    either figure is missing."""
+    if not t or not alone:
+        return None
+    ref_ms, ref_alone = _num(t.get("ref_ms")), _num(alone.get("ref_ms"))
+    if not ref_ms or not ref_alone:
+        return None
+    spread = (float(t.get("ref_spread_pct") or 0) + float(alone.get("spread_pct") or 0)) / 100
+    if ref_ms > ref_alone * (REF_SLOWDOWN_LIMIT + spread) and ref_ms - ref_alone > 0.005:
+        return (f"the reference ran {ref_ms / ref_alone:.2f}x slower beside the candidate ({ref_ms:.4f} ms) "
+                f"than alone ({ref_alone:.4f} ms)")
+    return None

@@ -194,7 +194,7 @@ class CandidateSide(Side):
                                                         dict(from_transfer(d["kwargs"], *mine)))
                 channel.at("candidate", f"case {case}")
                 try:
-                    rec = self.record_call(fn, call, seed, PATTERN_A, self.ops)
+                    rec = self.record_call(fn, call, seed, PATTERN_A, self.ops, given=True)
                 except Failure:
                     raise
                 except BaseException as e:

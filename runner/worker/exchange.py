@@ -366,6 +366,64 @@ def load(path: str, device: Optional[str] = None) -> Any:
                             f"values ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
 
 
+SAME_AS_GIVEN = "<same as given>"
+
+
+def same_as_given() -> dict:
+    """What a candidate's record holds for an input it left exactly as it was handed (see
+    ``unchanged_inputs``): the judge, who holds those inputs, compares them instead. It is a
+    claim of the candidate's process like any value in its record, and no stronger: that
+    process could as well write the handed bytes back."""
+    return {SAME_AS_GIVEN: True}
+
+
+def is_same_as_given(x: Any) -> bool:
+    return isinstance(x, dict) and len(x) == 1 and x.get(SAME_AS_GIVEN) is True
+
+
+GIVEN_COPY_SHARE = 4
+"""``given_copies`` copies a call's tensors only while they take at most 1/this of the free device
+memory (on the CPU, of ``GIVEN_COPY_MAX_BYTES``)."""
+GIVEN_COPY_MAX_BYTES = 1 << 30
+
+
+def given_copies(flat: list) -> Optional[list]:
+    """Copies of a call's top-level tensor arguments as handed (None for the other arguments),
+    so that ``unchanged_inputs`` can tell which the call left alone; None when copying them
+    would take too much memory."""
+    ts = [x for x in flat if isinstance(x, torch.Tensor)]
+    if not ts:
+        return None
+    total = sum(t.numel() * t.element_size() for t in ts)
+    dev = ts[0].device
+    if dev.type == "cuda":
+        try:
+            free, _ = torch.cuda.mem_get_info(dev)
+        except Exception:
+            return None
+        if total * GIVEN_COPY_SHARE > free:
+            return None
+    elif total > GIVEN_COPY_MAX_BYTES:
+        return None
+    with torch.no_grad():
+        return [x.detach().clone() if isinstance(x, torch.Tensor) else None for x in flat]
+
+
+def unchanged_inputs(flat: list, copies: Optional[list]) -> list:
+    """A call's inputs after it ran, for the record: each tensor that still holds exactly what
+    it was handed (``copies``) is ``same_as_given()`` instead of its values, so that it is not
+    written out and read back for the judge (two thirds of an elementwise kernel's record)."""
+    from .compare import bitwise_equal
+    out = []
+    for i, x in enumerate(flat):
+        c = copies[i] if copies is not None else None
+        if c is not None and isinstance(x, torch.Tensor) and bitwise_equal(c, x.detach()):
+            out.append(same_as_given())
+        else:
+            out.append(to_plain(x))
+    return out
+
+
 # --------------------------------------------------------------------------- uninitialised memory
 
 

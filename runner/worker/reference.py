@@ -34,7 +34,8 @@ from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, RERUN_CANARIES, TooLarge, any_pattern, clone_layout, float_canary,
-                       hand_again, NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks, refill_bands, save,
+                       hand_again, is_same_as_given, NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks,
+                       refill_bands, save,
                        to_transfer, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
 from .side import Side, clone_call, lookup
@@ -64,6 +65,9 @@ class ReferenceSide(Side):
         self.rest_bytes: Optional[int] = None  # device memory held at rest after a full collection
         self.memo = Memo(MEMO_BYTES)
         self.memo_kernels: set[str] = set()  # kernels of runs given from the memo in this evaluation
+        self.alone: dict[tuple, tuple[float, dict]] = {}
+        """The reference timed alone, per case and timing options: (when, the fastest figure
+        measured in the last ``ALONE_REUSE_S``), for ``time_alone(reuse=True)``."""
 
     def handle(self, op: str, msg: dict) -> dict:
         if op == "load":
@@ -89,7 +93,7 @@ class ReferenceSide(Side):
         if op == "time_inputs":
             return self.time_inputs(case)
         if op == "time_alone":
-            return self.time_alone(case)
+            return self.time_alone(case, bool(msg.get("reuse")))
         raise RuntimeError(f"unknown op '{op}'")
 
     def retarget(self, req) -> None:
@@ -497,12 +501,15 @@ class ReferenceSide(Side):
         names = list(self.param_names(self.obj) or [])[:len(original.args)] + list(original.kwargs)
         for i, (orig, exp, got) in enumerate(zip(flat, expected, actual)):
             label = names[i] if i < len(names) else f"argument {i}"
+            same = is_same_as_given(got)  # left as handed: the inputs handed are ``original``
             if not bitwise_equal(orig, exp):
+                if same:
+                    got = clone_layout(orig)  # compared (and masked) in a copy, never the memo's
                 leave_out(exp, got, _sub_masks(masks, f"[{i}]"))
                 c = compare(exp, got, self.opts.tolerance, path=f"input '{label}' after the call")
                 if not c.ok:
                     return c.detail + " (the reference updates this input in place)"
-            elif not bitwise_equal(orig, got):
+            elif not same and not bitwise_equal(orig, got):
                 return f"the candidate modifies its input '{label}', which the reference leaves unchanged"
         return None
 
@@ -596,9 +603,27 @@ class ReferenceSide(Side):
                           file=self.req.target.path) from None
         return save(str(self.xdir / name), data, keep=keep)
 
-    def time_alone(self, case: int) -> dict:
+    def time_alone(self, case: int, reuse: bool = False) -> dict:
         """The reference by itself, timed the way the candidate's process times it (half the
-        budget): what a candidate cannot slow down or speed up."""
+        budget): what a candidate cannot slow down or speed up.
+
+        With ``reuse``, a figure measured for the same case and timing options in the last
+        ``ALONE_REUSE_S`` is given again (``reused_s``: its age) instead of timing anew: the
+        reference alone does not depend on the candidate, and a tuner's configs or a loop's
+        candidates ask for it one after another. The figure kept is the fastest of those
+        measured in that window, so a reused one is never more lenient than a fresh one would
+        likely be; the pool asks again without ``reuse`` when a reused figure disagrees with
+        the reference timed beside the candidate."""
+        import time
+        o = self.opts
+        key = (case, self.seed(case, 0), o.warmup_ms, o.rep_ms, o.min_reps, o.max_reps, o.flush_l2,
+               o.cuda_graph_below_us, o.unit, tuple(o.cases or ()))
+        now = time.monotonic()
+        kept = self.alone.get(key)
+        if kept is not None and now - kept[0] > ALONE_REUSE_S:
+            kept = None
+        if reuse and kept is not None:
+            return {**kept[1], "reused_s": round(now - kept[0], 3)}
         pairs = []
         if self.unit == "tests":
             for c in self.timed_calls.get(case, []):
@@ -617,8 +642,15 @@ class ReferenceSide(Side):
                 t = self.time_pairs(pairs, self.opts.rep_ms / 2, max(5, self.opts.min_reps // 2))
         except BaseException as e:
             raise self.failure(e, "reference", f"timing case {case} alone") from None
-        return {"ref_ms": (t["ref_ms"] + t["cand_ms"]) / 2, "spread_pct": max(t["ref_spread_pct"],
-                                                                              t["cand_spread_pct"])}
+        got = {"ref_ms": (t["ref_ms"] + t["cand_ms"]) / 2, "spread_pct": max(t["ref_spread_pct"],
+                                                                             t["cand_spread_pct"])}
+        if _finite(got["ref_ms"]) is not None and (kept is None or got["ref_ms"] < kept[1]["ref_ms"]):
+            self.alone[key] = (time.monotonic(), got)
+        return got
+
+
+ALONE_REUSE_S = 60.0
+"""How long a figure of the reference timed alone may be given again (``time_alone``)."""
 
 
 def _finite(x) -> Optional[float]:

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from . import channel
 from .errors import Failure, classify
-from .exchange import Allocations, clone_layout, input_breaches, leaves, to_plain
+from .exchange import Allocations, clone_layout, given_copies, input_breaches, leaves, to_plain, unchanged_inputs
 from .inputs import Call, seed_all
 from .trees import Trees
 from ..units import separator_line, without_test_calls
@@ -154,17 +154,21 @@ class Side:
 
     # ----------------------------------------------------------------- one call, recorded
 
-    def record_call(self, fn, call: Call, seed: int, byte: int, ops=None) -> dict:
-        """Unit ``symbol``: one call of ``fn`` on ``call`` (which it may modify)."""
+    def record_call(self, fn, call: Call, seed: int, byte: int, ops=None, given: bool = False) -> dict:
+        """Unit ``symbol``: one call of ``fn`` on ``call`` (which it may modify). With ``given``
+        (the candidate, whose inputs were handed to it), an input the call leaves exactly as
+        handed is recorded as ``same_as_given()``."""
         torch = self.torch
         seed_all(seed + 7)  # the random state at the call is the same on both sides
         flat = list(call.args) + list(call.kwargs.values())
+        copies = given_copies(flat) if given else None
         alloc = Allocations(byte, self.launches, inputs=flat)
         with self.trees.device_ctx(), alloc, (ops if ops is not None else _null()):
             out = fn(*call.args, **call.kwargs)
             grads = self.gradients(out, call, seed)
         self.sync()
-        rec = {"output": to_plain(out), "inputs_after": to_plain(flat), "grads": grads,
+        rec = {"output": to_plain(out), "inputs_after": unchanged_inputs(flat, copies) if given else to_plain(flat),
+               "grads": grads,
                "oob": list(dict.fromkeys(alloc.breaches() + input_breaches(flat))), "reads_outside": alloc.outside_reads()}
         del out
         return rec

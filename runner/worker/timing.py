@@ -1,8 +1,8 @@
 """GPU timing of a reference and a candidate, interleaved, in one process, on the same inputs.
 
 Method (per input case):
-1. Warm-up: both sides run alternately for ``warmup_ms`` (at least 3 calls each) after the
-   correctness trials already compiled and autotuned them.
+1. Warm-up: both sides run alternately (two rounds) for about ``warmup_ms`` in all (at least 3
+   calls each per round) after the correctness trials already compiled and autotuned them.
 2. Repetitions: enough to fill ``rep_ms`` (between ``min_reps`` and ``max_reps``). Each rep
    flushes the L2 (writes a buffer twice the cache size), keeps the GPU busy with a short spin
    kernel while the host enqueues the start event, the call and the end event (so the events
@@ -184,16 +184,19 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
               min_reps: int, max_reps: int, flush_bytes: int, flush_l2: bool,
               cuda_graph_below_us: float) -> PairTiming:
     fns = {"ref": ref, "cand": cand}
-    # Warm-up, alternating, until warmup_ms has passed on each side (back-to-back calls).
+    # Warm-up: the sides alternate in two rounds until about warmup_ms has passed in all
+    # (back-to-back calls, at least 3 per side and round). The correctness trials just ran both
+    # on the device, so this brings clocks and caches to a steady state; it is not a first run.
     est = {}
     for side, fn in fns.items():
         fn()
     _synchronize()
     for side, fn in fns.items():
         est[side] = max(_event_time(fn, 3), 1e-4)
-    for side, fn in fns.items():
-        n = max(3, min(1000, int(warmup_ms / est[side])))
-        est[side] = max(_event_time(fn, n), 1e-4)
+    for _ in range(2):
+        for side, fn in fns.items():
+            n = max(3, min(500, int(warmup_ms / 4 / est[side])))
+            est[side] = max(_event_time(fn, n), 1e-4)
 
     flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device="cuda") if flush_l2 else None
     # Spin long enough to cover the host's enqueue of (start, call, end), with margin.
