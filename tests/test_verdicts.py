@@ -672,6 +672,39 @@ def test_a_share_of_peak_over_100_percent_is_unknown_and_said_so(tmp_path):
     assert not [f for f in r.flags if f.code == "exceeds_peak"] and roofline(r).pct == pytest.approx(49.8, abs=0.1)
 
 
+def test_a_reference_slowed_beside_the_candidate_is_not_trusted_and_a_kept_figure_is_no_more_lenient(tmp_path):
+    # The reference timed alone (in its own process) against the reference timed beside the
+    # candidate (in the candidate's): more than 1.25x slower there, plus both spreads, and no
+    # speedup is claimed. The pool asks the reference's worker for a figure it measured for an
+    # earlier candidate first, and times it anew only when that one disagrees.
+    from runner.judge.verdict import Verdict, reference_slowed
+    from runner.schema import EvalOptions
+    from runner.source import build_request
+    p = Project(tmp_path)
+    p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
+    req, _, _ = build_request("ref.py::scale", "cand.py::scale", EvalOptions(trials=1), root=tmp_path, cwd=tmp_path)
+    beside = {"ref_ms": 0.40, "cand_ms": 0.20, "reps": 100, "method": "events", "ref_spread_pct": 2.0}
+    assert reference_slowed(beside, {"ref_ms": 0.39, "spread_pct": 1.0}) is None
+    assert reference_slowed(beside, {"ref_ms": 0.33, "spread_pct": 1.0}) is None  # 1.21x: within 1.25x + 3%
+    why = reference_slowed(beside, {"ref_ms": 0.30, "spread_pct": 1.0})
+    assert why and "1.33x slower beside the candidate" in why
+    assert reference_slowed(beside, None) is None and reference_slowed(beside, {"ref_ms": None}) is None
+    # Microseconds of difference are noise, whatever the ratio.
+    assert reference_slowed({"ref_ms": 0.006, "cand_ms": 0.003}, {"ref_ms": 0.003}) is None
+
+    def verdict(alone):
+        v = Verdict(req, None)
+        v.loaded_reference({"cases": [{"index": 0, "label": "case 0"}], "convention": "cases"})
+        v.judged(0, 0, {"passed": True}, 0)
+        v.timed(0, beside, alone, 5.0)
+        return v.finish()
+
+    r = verdict({"ref_ms": 0.39, "spread_pct": 1.0, "reused_s": 4.2})
+    assert r.correct and r.cases[0].timing is not None and r.cases[0].timing.speedup == pytest.approx(2.0)
+    r = verdict({"ref_ms": 0.30, "spread_pct": 1.0})
+    assert r.cases[0].timing is None and any(f.code == "timing_untrusted" for f in r.flags), r.flags
+
+
 CLASS_LAUNCHES = '''
 import torch
 import torch.nn as nn
