@@ -367,6 +367,10 @@ class Evaluation:
         limits = self.opts.limits
         tb, rb = self.budget(limits.timing_s), self.budget(limits.timing_s)
         for case in cases:
+            if self.v.self_check:
+                if not self.time_self(case, tb):
+                    break
+                continue
             got = self.ask(self.ref, {"op": "time_inputs", "case": case}, rb)
             if got is None:
                 break
@@ -404,6 +408,26 @@ class Evaluation:
         self.stages["timing"] = time.monotonic() - t0
         if not self.v.done:
             self.v.finish_timing()
+
+    def time_self(self, case: int, tb: Budget) -> bool:
+        """The original's check: the original against itself, timed in the reference's own
+        process (nothing handed over, nothing autotuned again). False: the evaluation ended."""
+        self.ref.take_device("write")
+        try:
+            t0 = time.monotonic()
+            got = self.ask(self.ref, {"op": "time_self", "case": case}, tb, "held")
+            wall = time.monotonic() - t0
+        finally:
+            self.ref.release_device("write")
+        if got is None:
+            return False
+        for why in got.get("not_timed") or []:
+            self.v.not_timed(case, why)
+        if got.get("none"):
+            self.v.nothing_to_time(case, str(got["none"]))
+        if got.get("timing"):
+            self.v.timed(case, got["timing"], None, wall)
+        return True
 
     def post_check(self, case: int) -> bool:
         """After timing, the candidate on fresh inputs must still be right."""

@@ -17,7 +17,6 @@ into the reference) can only make a verdict worse. Per op (``runner.worker.chann
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -310,16 +309,7 @@ class CandidateSide(Side):
     # ----------------------------------------------------------------- timing (GPU)
 
     def time(self, case: int) -> dict:
-        if self.self_check:
-            # The original against itself: both sides are timed with what the reference's process
-            # chose by autotuning in this evaluation (a plain run autotunes once), not autotuned
-            # twice more here (masked_select: 18 s of a 33 s check on the H200).
-            try:
-                self.pins.apply(self.xdir, self.trees.loaded.get("reference", []), self.trees.roots["reference"])
-            except Exception:
-                self.pins.lift()
-        else:
-            self.pins.lift()  # each side's autotuner picks its own config for timing
+        self.pins.lift()  # each side's autotuner picks its own config for timing
         data = load(str(self.xdir / f"time-{case}.pt"))
         pairs, calls = [], []
         if self.unit == "tests":
@@ -348,55 +338,10 @@ class CandidateSide(Side):
             t = self.time_pairs(pairs, self.opts.rep_ms, self.opts.min_reps)
         except BaseException as e:
             raise self.failure(e, "candidate", f"timing case {case}") from None
-        t.update(self.work(calls))
+        t.update(self.work(calls, self.ref_module, self.function("reference") if self.unit == "symbol" else None))
         return {"timing": t}
 
     def _pair(self, ref_fn, cand_fn, call: Call, cand_call: Call | None = None):
         ref_in, cand_in = clone_call(call), clone_call(cand_call or call)
         return (lambda: ref_fn(*ref_in.args, **ref_in.kwargs),
                 lambda: cand_fn(*cand_in.args, **cand_in.kwargs))
-
-    def work(self, calls: list[Call]) -> dict:
-        """Bytes one call must move (inputs and outputs, or the file's ``get_bytes``) and its
-        floating-point operations (``get_flops``), summed over the timed calls. ``bytes_basis``
-        says which: ``get_bytes``, or ``tensors`` (the sizes of inputs and outputs, what a kernel
-        that touches each of them once moves)."""
-        from .compare import nbytes
-        moved, flops, notes, counted = 0, None, [], True
-        bytes_fn = getattr(self.ref_module, "get_bytes", None) if self.unit == "symbol" else None
-        flops_fn = getattr(self.ref_module, "get_flops", None) if self.unit == "symbol" else None
-        fn = self.function("reference") if self.unit == "symbol" else None
-        for call in calls:
-            n = nbytes((call.args, call.kwargs))
-            if fn is not None:
-                fresh = clone_call(call)
-                with self.torch.no_grad():
-                    out = fn(*fresh.args, **fresh.kwargs)
-                n += nbytes(out)
-            if callable(bytes_fn):
-                try:
-                    n = int(bytes_fn(*call.args, **call.kwargs))
-                except Exception as e:
-                    counted = False
-                    notes.append(f"get_bytes failed ({type(e).__name__}: {str(e)[:120]}); bytes counted as "
-                                 "inputs + outputs")
-            moved += n
-            if callable(flops_fn):
-                try:
-                    flops = (flops or 0.0) + float(flops_fn(*call.args, **call.kwargs))
-                except Exception:
-                    pass
-        dtype = "float32"
-        ts = [t for t in _tensors(calls) if t.is_floating_point()]
-        if ts:
-            dtype = str(ts[0].dtype).replace("torch.", "")
-        basis = "get_bytes" if callable(bytes_fn) and counted else "tensors"
-        return {"bytes_moved": moved, "bytes_basis": basis,
-                "flops": flops if flops is None or math.isfinite(flops) else None,
-                "dtype": dtype, "notes_work": notes}
-
-
-def _tensors(calls: list[Call]):
-    from .compare import tensors
-    for c in calls:
-        yield from tensors((c.args, c.kwargs))

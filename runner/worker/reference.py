@@ -22,7 +22,8 @@ judgment cannot be changed by a candidate. Per op (``runner.worker.channel``):
   that a tuner's many configs each cost one run of the candidate, not one of each side;
 * ``time_inputs`` (case): write the inputs to time on; ``time_alone`` (case): time the
   reference by itself, a figure the candidate's process cannot touch (the pool checks the
-  reference's time beside the candidate against it).
+  reference's time beside the candidate against it); ``time_self`` (case): the original's
+  check, the original timed against itself here.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class ReferenceSide(Side):
             return self.time_inputs(case)
         if op == "time_alone":
             return self.time_alone(case, bool(msg.get("reuse")))
+        if op == "time_self":
+            return self.time_self(case)
         raise RuntimeError(f"unknown op '{op}'")
 
     def retarget(self, req) -> None:
@@ -602,6 +605,49 @@ class ReferenceSide(Side):
                           hint="build such an argument inside the function, or pass what it holds instead",
                           file=self.req.target.path) from None
         return save(str(self.xdir / name), data, keep=keep)
+
+    def time_self(self, case: int) -> dict:
+        """The original's check (no candidate): the original timed against itself here, in its
+        own process, on the inputs its run made, the way the candidate's process times a pair
+        (``time_pairs``, the whole budget). Nothing is handed over (TritonBench-G's
+        context_attn_llama: 2.7 s writing 550 MB of arguments for the candidate's process on the
+        H200), and an autotuner times with the choices it made in the run (masked_select: 18 s
+        autotuning both copies again there). The calls a candidate's timing could not be handed
+        are left out here too, so that the original's figure is over the same calls."""
+        pairs, calls, left = [], [], []
+        if self.unit == "tests":
+            if not self.timed_calls.get(case):
+                return {"none": "the test calls none of the file's own functions above its separator (plain "
+                                "functions, names bound to an autograd.Function's apply, nn.Module forwards), so "
+                                "there is no call to time"}
+            for c in self.timed_calls[case]:
+                try:
+                    to_transfer([list(c["args"]), dict(c["kwargs"])], self.module.__name__)
+                except NotTransferable as e:
+                    left.append(f"{c['fn']}() takes a {e}, which cannot be handed to the timing process")
+                    continue
+                fn = lookup(self.module, c["fn"])
+                if fn is None:
+                    continue
+                a, b = clone_layout((c["args"], c["kwargs"])), clone_layout((c["args"], c["kwargs"]))
+                pairs.append((lambda fn=fn, a=a: fn(*a[0], **a[1]), lambda fn=fn, b=b: fn(*b[0], **b[1])))
+                calls.append(Call(tuple(c["args"]), dict(c["kwargs"])))
+            fn = None
+        else:
+            call = self.inputs(case, self.seed(case, 0))
+            fn = self.function()
+            a, b = clone_call(call), clone_call(call)
+            pairs.append((lambda: fn(*a.args, **a.kwargs), lambda: fn(*b.args, **b.kwargs)))
+            calls.append(call)
+        if not pairs:
+            return {"timing": None, "not_timed": sorted(set(left))}
+        try:
+            with self.torch.no_grad():
+                t = self.time_pairs(pairs, self.opts.rep_ms, self.opts.min_reps)
+            t.update(self.work(calls, self.module, fn))
+        except BaseException as e:
+            raise self.failure(e, "reference", f"timing case {case}") from None
+        return {"timing": t, "not_timed": sorted(set(left))}
 
     def time_alone(self, case: int, reuse: bool = False) -> dict:
         """The reference by itself, timed the way the candidate's process times it (half the

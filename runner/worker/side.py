@@ -323,6 +323,46 @@ class Side:
                 "calls": len(pairs)}
 
 
+    def work(self, calls: list[Call], module, fn) -> dict:
+        """Bytes one call must move (inputs and outputs, or the file's ``get_bytes``) and its
+        floating-point operations (``get_flops``), summed over the timed calls. ``bytes_basis``
+        says which: ``get_bytes``, or ``tensors`` (the sizes of inputs and outputs, what a kernel
+        that touches each of them once moves). ``module`` is the original's module, ``fn`` its
+        target (unit ``symbol``; None for unit ``tests``, whose files have no ``get_bytes``)."""
+        from .compare import nbytes, tensors
+        moved, flops, notes, counted = 0, None, [], True
+        bytes_fn = getattr(module, "get_bytes", None) if fn is not None else None
+        flops_fn = getattr(module, "get_flops", None) if fn is not None else None
+        for call in calls:
+            n = nbytes((call.args, call.kwargs))
+            if fn is not None:
+                fresh = clone_call(call)
+                with self.torch.no_grad():
+                    out = fn(*fresh.args, **fresh.kwargs)
+                n += nbytes(out)
+            if callable(bytes_fn):
+                try:
+                    n = int(bytes_fn(*call.args, **call.kwargs))
+                except Exception as e:
+                    counted = False
+                    notes.append(f"get_bytes failed ({type(e).__name__}: {str(e)[:120]}); bytes counted as "
+                                 "inputs + outputs")
+            moved += n
+            if callable(flops_fn):
+                try:
+                    flops = (flops or 0.0) + float(flops_fn(*call.args, **call.kwargs))
+                except Exception:
+                    pass
+        dtype = "float32"
+        ts = [t for c in calls for t in tensors((c.args, c.kwargs)) if t.is_floating_point()]
+        if ts:
+            dtype = str(ts[0].dtype).replace("torch.", "")
+        basis = "get_bytes" if callable(bytes_fn) and counted else "tensors"
+        return {"bytes_moved": moved, "bytes_basis": basis,
+                "flops": flops if flops is None or math.isfinite(flops) else None,
+                "dtype": dtype, "notes_work": notes}
+
+
 def put(module, name: str, fn) -> None:
     """Bind ``name`` (``f``, or ``Class.forward``) in ``module`` to ``fn``."""
     owner, _, attr = name.rpartition(".")
