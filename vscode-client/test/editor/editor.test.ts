@@ -186,8 +186,17 @@ async function chooseAction(line: number, title: string | RegExp): Promise<void>
 
 /** Run a command from the palette (F1) by its title. */
 async function command(title: string): Promise<void> {
-  await page.keyboard.press("F1");
   const input = page.locator(".quick-input-widget input");
+  // F1 now and then goes unanswered right after a tab click (the palette never shows; seen once
+  // in CI, after the compiled view's tab): ask again, with the focus back in the workbench.
+  for (let attempt = 0; ; attempt++) {
+    await page.keyboard.press("F1");
+    const shown = await input.waitFor({ state: "visible", timeout: 5000 }).then(() => true, () => false);
+    if (shown) break;
+    if (attempt >= 2) throw new Error(`the command palette did not open for "${title}" after three F1 presses`);
+    await page.keyboard.press("Escape");
+    await page.locator(".monaco-workbench").first().focus().catch(() => undefined);
+  }
   await input.fill(`>${title}`);
   await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: 10000 });
   await page.keyboard.press("Enter");
