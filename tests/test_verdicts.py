@@ -518,6 +518,12 @@ def test_an_original_that_reads_outside_its_tensors_is_said_so(tmp_path, runner)
         c = p.evaluate(runner, "task.py::double", "copy_of_task.py::double", trials=1)
         assert c.correct or (c.status == "runtime_error" and c.error.kind == "original_varies"
                              and c.error.side == "reference"), (c.status, c.message)
+    # A wrong candidate is never verified against it: here the whole gradient is computed from
+    # memory outside the tensors (it changes with the bytes the reruns put in the guard bands),
+    # so nothing can be checked, and the verdict says so.
+    p.write("triple.py", GRAD_WITH_INPUT_STRIDES.replace("* 2.0", "* 3.0"))
+    c = p.evaluate(runner, "task.py::double", "triple.py::double", trials=1)
+    assert not c.correct and c.status == "runtime_error" and c.error.kind == "original_varies", (c.status, c.message)
     # A kernel that reads only its own elements is not flagged.
     p.write("task.py", GRAD_WITH_INPUT_STRIDES.replace("return _mul(g, ctx.stride)",
                                                        "return _mul(g.contiguous(), 1)"))
