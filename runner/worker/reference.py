@@ -66,7 +66,6 @@ class ReferenceSide(Side):
         self.rest_bytes: Optional[int] = None  # device memory held at rest after a full collection
         self.memo = Memo(MEMO_BYTES)
         self.memo_kernels: set[str] = set()  # kernels of runs given from the memo in this evaluation
-        self.last_recheck_varied = False  # whether the last ``recheck``'s reruns saw anything vary
         self.alone: dict[tuple, tuple[float, dict]] = {}
         """The reference timed alone, per case and timing options: (when, the fastest figure
         measured in the last ``ALONE_REUSE_S``), for ``time_alone(reuse=True)``."""
@@ -374,8 +373,7 @@ class ReferenceSide(Side):
         c = self.compare_record(rec, got, masks, call, notes)
         varied = False
         if not c.ok and not c.structure:
-            c, notes = self.recheck(case, trial, rec, masks, call, out, c, notes)
-            varied = self.last_recheck_varied
+            c, notes, varied = self.recheck(case, trial, rec, masks, call, out, c, notes)
         detail = c.detail if c.ok else _with_reads(c.detail, rec, got)
         # A value that still differs where the original reads memory outside its tensors may
         # have no one right value: it mixes in what lies there, which another process lays out
@@ -392,13 +390,14 @@ class ReferenceSide(Side):
                 "left_out": notes, "no_answer": no_answer}
 
     def recheck(self, case: int, trial: int, rec: dict, masks: dict, call: Optional[Call], out: str,
-                c: Comparison, notes: list) -> tuple[Comparison, list]:
+                c: Comparison, notes: list) -> tuple[Comparison, list, bool]:
         """A mismatch: the reference runs again on the same inputs, up to ``RERUNS`` times, until
         the elements where it disagrees with itself explain the mismatch (they are left out) or
         more than half a tensor varies (nothing can be checked there). Otherwise the mismatch
-        stands, described without the elements that vary."""
+        stands, described without the elements that vary. Also returns whether any rerun
+        differed from the record at all."""
         varies: dict = {}
-        self.last_recheck_varied = False
+        varied = False  # whether any rerun differed from the record anywhere
         rec = clone_layout(rec)  # what varies is left out of this copy, not of the memo's record
         # The interpreter runs a kernel's programs one after another, the same way every time:
         # one more run shows what varies there; on a GPU a race may show only now and then.
@@ -419,7 +418,7 @@ class ReferenceSide(Side):
                         f"the original's own results differ between runs on the same inputs: {_key_label(k)}{path}: "
                         f"{a!r}, then {b!r}{more}; there is no one right answer to check against (a race, "
                         "atomics, or a read of memory the original never wrote or that lies outside its "
-                        "tensors?)"), notes
+                        "tensors?)"), notes, True
                 for p, m in varying(rec[k], again[k], self.opts.tolerance).items():
                     if p in masks.get(k, {}):
                         m = m & ~masks[k][p].to(m.device)  # unwritten already: left out anyway
@@ -428,7 +427,7 @@ class ReferenceSide(Side):
                     grew = grew or old is None or bool((new != old).any())
                     varies[k][p] = new
             varies = {k: v for k, v in varies.items() if v}
-            self.last_recheck_varied = self.last_recheck_varied or bool(varies)
+            varied = varied or bool(varies)
             if not varies or not grew:
                 continue
             most = _mostly(rec, varies)
@@ -436,13 +435,13 @@ class ReferenceSide(Side):
                 c = Comparison(no_answer=True)
                 return c.fail(f"the original's own results differ between runs on the same inputs: {most}; "
                               "there is no one right answer to check against (a race, atomics, or a read "
-                              "of memory the original never wrote or that lies outside its tensors?)"), notes
+                              "of memory the original never wrote or that lies outside its tensors?)"), notes, True
             again_notes: list[str] = []
             retry = self.compare_record(rec, load(out), merge_masks(masks, varies), call, again_notes)
             c, notes = retry, again_notes  # what is wrong beyond what varies
             if retry.ok:
                 break
-        return c, notes
+        return c, notes, varied
 
     def compare_record(self, rec: dict, got: dict, masks: dict, call: Optional[Call], notes: list) -> Comparison:
         if self.unit == "tests":
@@ -617,48 +616,53 @@ class ReferenceSide(Side):
                           file=self.req.target.path) from None
         return save(str(self.xdir / name), data, keep=keep)
 
+    def own_pairs(self, case: int) -> tuple[list, list, list[str], Any]:
+        """The case's calls to time in this process, each as a pair of calls on two copies of
+        its arguments: (pairs, the calls, why calls were left out, the target or None for unit
+        ``tests``). In unit ``tests`` the calls a candidate's timing could not be handed
+        (``to_transfer``) are left out, so that a figure made here is over the same calls as
+        the candidate's."""
+        pairs, calls, left = [], [], []
+        if self.unit != "tests":
+            call = self.inputs(case, self.seed(case, 0))
+            fn = self.function()
+            a, b = clone_call(call), clone_call(call)
+            return [(lambda: fn(*a.args, **a.kwargs), lambda: fn(*b.args, **b.kwargs))], [call], [], fn
+        for c in self.timed_calls.get(case, []):
+            try:
+                to_transfer([list(c["args"]), dict(c["kwargs"])], self.module.__name__)
+            except NotTransferable as e:
+                left.append(f"{c['fn']}() takes a {e}, which cannot be handed to the timing process")
+                continue
+            fn = lookup(self.module, c["fn"])
+            if fn is None:
+                continue
+            a, b = clone_layout((c["args"], c["kwargs"])), clone_layout((c["args"], c["kwargs"]))
+            pairs.append((lambda fn=fn, a=a: fn(*a[0], **a[1]), lambda fn=fn, b=b: fn(*b[0], **b[1])))
+            calls.append(Call(tuple(c["args"]), dict(c["kwargs"])))
+        return pairs, calls, sorted(set(left)), None
+
     def time_self(self, case: int) -> dict:
         """The original's check (no candidate): the original timed against itself here, in its
         own process, on the inputs its run made, the way the candidate's process times a pair
         (``time_pairs``, the whole budget). Nothing is handed over (TritonBench-G's
         context_attn_llama: 2.7 s writing 550 MB of arguments for the candidate's process on the
         H200), and an autotuner times with the choices it made in the run (masked_select: 18 s
-        autotuning both copies again there). The calls a candidate's timing could not be handed
-        are left out here too, so that the original's figure is over the same calls."""
-        pairs, calls, left = [], [], []
-        if self.unit == "tests":
-            if not self.timed_calls.get(case):
-                return {"none": "the test calls none of the file's own functions above its separator (plain "
-                                "functions, names bound to an autograd.Function's apply, nn.Module forwards), so "
-                                "there is no call to time"}
-            for c in self.timed_calls[case]:
-                try:
-                    to_transfer([list(c["args"]), dict(c["kwargs"])], self.module.__name__)
-                except NotTransferable as e:
-                    left.append(f"{c['fn']}() takes a {e}, which cannot be handed to the timing process")
-                    continue
-                fn = lookup(self.module, c["fn"])
-                if fn is None:
-                    continue
-                a, b = clone_layout((c["args"], c["kwargs"])), clone_layout((c["args"], c["kwargs"]))
-                pairs.append((lambda fn=fn, a=a: fn(*a[0], **a[1]), lambda fn=fn, b=b: fn(*b[0], **b[1])))
-                calls.append(Call(tuple(c["args"]), dict(c["kwargs"])))
-            fn = None
-        else:
-            call = self.inputs(case, self.seed(case, 0))
-            fn = self.function()
-            a, b = clone_call(call), clone_call(call)
-            pairs.append((lambda: fn(*a.args, **a.kwargs), lambda: fn(*b.args, **b.kwargs)))
-            calls.append(call)
+        autotuning both copies again there)."""
+        if self.unit == "tests" and not self.timed_calls.get(case):
+            return {"none": "the test calls none of the file's own functions above its separator (plain "
+                            "functions, names bound to an autograd.Function's apply, nn.Module forwards), so "
+                            "there is no call to time"}
+        pairs, calls, left, fn = self.own_pairs(case)
         if not pairs:
-            return {"timing": None, "not_timed": sorted(set(left))}
+            return {"timing": None, "not_timed": left}
         try:
             with self.torch.no_grad():
                 t = self.time_pairs(pairs, self.opts.rep_ms, self.opts.min_reps)
             t.update(self.work(calls, self.module, fn))
         except BaseException as e:
             raise self.failure(e, "reference", f"timing case {case}") from None
-        return {"timing": t, "not_timed": sorted(set(left))}
+        return {"timing": t, "not_timed": left}
 
     def time_alone(self, case: int, reuse: bool = False) -> dict:
         """The reference by itself, timed the way the candidate's process times it (half the
@@ -681,17 +685,7 @@ class ReferenceSide(Side):
             kept = None
         if reuse and kept is not None:
             return {**kept[1], "reused_s": round(now - kept[0], 3)}
-        pairs = []
-        if self.unit == "tests":
-            for c in self.timed_calls.get(case, []):
-                fn = lookup(self.module, c["fn"])
-                a, b = clone_layout((c["args"], c["kwargs"])), clone_layout((c["args"], c["kwargs"]))
-                pairs.append((lambda fn=fn, a=a: fn(*a[0], **a[1]), lambda fn=fn, b=b: fn(*b[0], **b[1])))
-        else:
-            call = self.inputs(case, self.seed(case, 0))
-            fn = self.function()
-            a, b = clone_call(call), clone_call(call)
-            pairs.append((lambda: fn(*a.args, **a.kwargs), lambda: fn(*b.args, **b.kwargs)))
+        pairs = self.own_pairs(case)[0]  # the calls the candidate's process times beside it
         if not pairs:
             return {"ref_ms": None}
         try:
