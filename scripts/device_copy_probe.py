@@ -4,10 +4,11 @@
 
 Copies one tensor of ``--mb`` MB from the device to host memory four ways (``storage.cpu()``,
 as ``torch.save`` does it; into pinned memory; into new pageable memory; into pageable memory
-written before), first in this process, then inside a worker (the function below is evaluated
-as the original of a task, and prints from there), and prints each with the worker's locked-
-memory limit and effective capabilities: a candidate's record and a test's timing inputs leave
-the device the first way.
+written before), and times filling new host memory (page faults, apart from the copy), first
+in this process, then inside a worker (the function below is evaluated as the original of a
+task, and prints from there). Each line names the process's CPUs, its locked-memory limit and
+its effective capabilities: a candidate's record and a test's timing inputs leave the device
+the first way.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pathlib
 import tempfile
 
 TASK = '''
+import os
 import resource
 import time
 
@@ -32,10 +34,12 @@ def probe(label):
     t = time.perf_counter(); y = torch.empty(x.shape, dtype=x.dtype, pin_memory=True); y.copy_(x); b = time.perf_counter() - t
     t = time.perf_counter(); z = torch.empty(x.shape, dtype=x.dtype); z.copy_(x); c = time.perf_counter() - t
     t = time.perf_counter(); z.copy_(x); d = time.perf_counter() - t
-    del s, y, z
+    t = time.perf_counter(); w = torch.empty(x.shape, dtype=x.dtype); w.fill_(1.0); e = time.perf_counter() - t
+    del s, y, z, w
     caps = [line for line in open("/proc/self/status").read().splitlines() if line.startswith(("CapEff", "VmLck"))]
     print(f"D2H {{label}}: {{MB}} MB: storage.cpu() {{a:.3f}} s, into pinned {{b:.3f}} s, into new pageable {{c:.3f}} s, "
-          f"into written pageable {{d:.3f}} s; RLIMIT_MEMLOCK {{resource.getrlimit(resource.RLIMIT_MEMLOCK)}}, "
+          f"into written pageable {{d:.3f}} s, host fill of new memory {{e:.3f}} s; "
+          f"{{len(os.sched_getaffinity(0))}} CPUs, {{torch.get_num_threads()}} threads; RLIMIT_MEMLOCK {{resource.getrlimit(resource.RLIMIT_MEMLOCK)}}, "
           f"{{caps}}", flush=True)
 
 

@@ -327,3 +327,20 @@ def test_a_module_whose_constructor_raises_is_the_users_error_not_the_evaluators
     assert r.status == "runtime_error" and not r.correct
     assert r.message.startswith("building Model(*get_init_inputs()): ValueError"), r.message
     assert "internal error" not in r.message
+
+
+def test_the_interpreter_device_maps_cuda_devices_and_leaves_sizes_alone():
+    """Code written for the GPU, under the CPU interpreter: devices become the CPU, and
+    ``new_empty``'s sizes stay sizes (on a machine with a GPU, ``torch.device(100)`` is
+    ``cuda:100``, and a size once read as a device was replaced by "cpu")."""
+    import torch
+
+    from runner.worker.guards import InterpreterDevice
+    x = torch.zeros(3)
+    with InterpreterDevice():
+        a = x.new_empty(100)
+        b = x.new_empty((2, 5), device="cuda")
+        c = torch.ones(4, device="cuda")
+        d = x.to("cuda")
+    assert a.shape == (100,) and b.shape == (2, 5)
+    assert {t.device.type for t in (a, b, c, d)} == {"cpu"}

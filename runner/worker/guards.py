@@ -417,7 +417,8 @@ class InterpreterDevice(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "cuda" and args and isinstance(args[0], torch.Tensor):
             return args[0]
-        if name == "to" or name == "new_empty":
+        if name == "to":  # x.to("cuda"), x.to(0): a positional device (new_empty's positional
+            # arguments are sizes, and on a machine with a GPU torch.device(100) is cuda:100)
             args = tuple("cpu" if _is_cuda(a) else a for a in args)
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "is_cuda":
             return True
