@@ -711,6 +711,43 @@ def test_a_reference_slowed_beside_the_candidate_is_not_trusted_and_a_kept_figur
     assert r.cases[0].timing is None and any(f.code == "timing_untrusted" for f in r.flags), r.flags
 
 
+
+def test_a_case_of_several_calls_is_held_to_the_device_time_of_each_call_s_reps(tmp_path):
+    # The pool's clock bounds what a timing reports: the reps cannot take longer than the op.
+    # A case's figures are sums over its calls and so is its reps count; each call's own reps
+    # by its own times is what ran (TritonBench-G's triton_argmax: a 3 µs call timed 392 times
+    # in CUDA graphs and a 0.7 ms call 20 times were called untrusted on an H100 by all reps by
+    # the summed times).
+    from runner.judge.verdict import Verdict, reported_busy_s
+    from runner.schema import EvalOptions
+    from runner.source import build_request
+    p = Project(tmp_path)
+    p.write("ref.py", SCALE.format(backward_factor="2.0")).write("cand.py", SCALE.format(backward_factor="2.0"))
+    req, _, _ = build_request("ref.py::scale", "cand.py::scale", EvalOptions(trials=1), root=tmp_path, cwd=tmp_path)
+    calls = [[400, 0.003, 0.003], [20, 0.70, 0.70]]  # 2.4 ms + 28 ms of device time
+    t = {"ref_ms": 0.703, "cand_ms": 0.703, "reps": 420, "method": "cuda_graph+events", "per_call": calls}
+    assert reported_busy_s(t, 420, 0.703, 0.703) == pytest.approx(0.0304)
+    # per_call that does not add up to the case's figures is not used: the stricter bound.
+    assert reported_busy_s({**t, "per_call": [[400, 0.003, 0.003], [19, 0.70, 0.70]]}, 420, 0.703, 0.703) \
+        == pytest.approx(420 * 1.406 / 1000)
+    assert reported_busy_s({**t, "per_call": [[400, 0.001, 0.003], [20, 0.70, 0.70]]}, 420, 0.703, 0.703) \
+        == pytest.approx(420 * 1.406 / 1000)
+    assert reported_busy_s({**t, "per_call": "x"}, 420, 0.703, 0.703) == pytest.approx(420 * 1.406 / 1000)
+
+    def verdict(timing, wall):
+        v = Verdict(req, None)
+        v.loaded_reference({"cases": [{"index": 0, "label": "case 0"}], "convention": "cases"})
+        v.judged(0, 0, {"passed": True}, 0)
+        v.timed(0, timing, None, wall)
+        return v.finish()
+
+    r = verdict(t, 0.4)  # 0.59 s by the summed bound, 0.03 s by the calls' own reps
+    assert r.cases[0].timing is not None and r.cases[0].timing.speedup == pytest.approx(1.0), r.flags
+    r = verdict({k: v for k, v in t.items() if k != "per_call"}, 0.4)
+    assert r.cases[0].timing is None and any(f.code == "timing_untrusted" for f in r.flags)
+    r = verdict(t, 0.01)  # the calls' own reps took longer than the op: not trusted
+    assert r.cases[0].timing is None and any("add up to more than the 0.010 s" in f.message for f in r.flags)
+
 CLASS_LAUNCHES = '''
 import torch
 import torch.nn as nn

@@ -23,7 +23,6 @@ import types
 from pathlib import Path
 from typing import Any, Optional
 
-from . import channel
 from .errors import Failure, classify
 from .exchange import Allocations, clone_layout, given_copies, input_breaches, leaves, to_plain, unchanged_inputs
 from .inputs import Call, seed_all
@@ -158,7 +157,6 @@ class Side:
         """Unit ``symbol``: one call of ``fn`` on ``call`` (which it may modify). With ``given``
         (the candidate, whose inputs were handed to it), an input the call leaves exactly as
         handed is recorded as ``same_as_given()``."""
-        torch = self.torch
         seed_all(seed + 7)  # the random state at the call is the same on both sides
         flat = list(call.args) + list(call.kwargs.values())
         copies = given_copies(flat) if given else None
@@ -293,13 +291,14 @@ class Side:
 
     def time_pairs(self, pairs: list[tuple], rep_ms: float, min_reps: int) -> dict:
         """Each (ref call, cand call) timed interleaved; the case's figures are sums over its
-        calls (as TritonBench sums over input sizes)."""
+        calls (as TritonBench sums over input sizes), and ``per_call`` gives each call's reps
+        and times (the device time the reps took: ``verdict.reported_busy_s``)."""
         from ..devices import l2_bytes
         from .timing import hidden_work, time_pair
         opts = self.opts
         ref_ms = cand_ms = ref_wall = cand_wall = 0.0
         ref_sp = cand_sp = 0.0
-        reps, methods, notes, hidden = 0, set(), set(), []
+        reps, methods, notes, hidden, per_call = 0, set(), set(), [], []
         for ref_call, cand_call in pairs:
             pt = time_pair(ref_call, cand_call, warmup_ms=opts.warmup_ms, rep_ms=rep_ms,
                            min_reps=min_reps, max_reps=opts.max_reps,
@@ -311,6 +310,7 @@ class Side:
             cand_wall += pt.cand_wall_ms
             ref_sp, cand_sp = max(ref_sp, pt.ref_spread_pct), max(cand_sp, pt.cand_spread_pct)
             reps += pt.reps
+            per_call.append([pt.reps, pt.ref_ms, pt.cand_ms])
             methods.add(pt.method)
             if pt.note:
                 notes.add(pt.note)
@@ -320,7 +320,7 @@ class Side:
         return {"ref_ms": ref_ms, "cand_ms": cand_ms, "ref_spread_pct": ref_sp, "cand_spread_pct": cand_sp,
                 "reps": reps, "method": "+".join(sorted(methods)), "notes": sorted(notes),
                 "hidden_work": hidden, "ref_wall_ms": ref_wall, "cand_wall_ms": cand_wall,
-                "calls": len(pairs)}
+                "calls": len(pairs), "per_call": per_call}
 
 
     def work(self, calls: list[Call], module, fn) -> dict:
