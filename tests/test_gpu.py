@@ -317,3 +317,28 @@ def test_launches_from_an_autograd_function_alias_and_a_module_forward_are_timed
     r = p.evaluate(gpu_runner, "own.py::scale")
     assert r.correct and r.timing is None and "the test calls none of the file's own functions" in \
         (r.timing_unavailable or ""), r.timing_unavailable
+
+
+def test_a_record_leaves_the_device_with_its_layout_sharing_and_device():
+    # exchange.save copies large device storages into host memory written first (faster than
+    # torch.save's storage.cpu()), tagged with the device they came from: the reader finds the
+    # same values, strides, views of one storage as views of one storage, on the same device.
+    import torch
+
+    from runner.worker import channel
+    from runner.worker.exchange import OFF_DEVICE_MIN_BYTES, load, save
+    base = torch.randn(1024, 1024, device="cuda")  # 4 MB: over OFF_DEVICE_MIN_BYTES
+    assert base.untyped_storage().nbytes() >= OFF_DEVICE_MIN_BYTES
+    small = torch.arange(10, device="cuda")
+    rec = {"t": base.t(), "row": [base[3, 100:200]], "small": small, "n": 3}
+    save("r.pt", rec)
+    channel.loop_back()
+    try:
+        got = load("r.pt")
+        assert got["t"].device.type == "cuda" and got["row"][0].device.type == "cuda"
+        assert torch.equal(got["t"], base.t()) and got["t"].stride() == (1, 1024)
+        assert torch.equal(got["row"][0], base[3, 100:200]) and torch.equal(got["small"], small)
+        assert got["t"].untyped_storage().data_ptr() == got["row"][0].untyped_storage().data_ptr()
+        assert got["n"] == 3
+    finally:
+        channel.forget_received()
