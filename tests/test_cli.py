@@ -188,7 +188,7 @@ def test_the_tuning_table_fits_a_narrow_terminal_and_gives_every_failure_its_rea
     # A block of 64 for a kernel whose output is written in blocks of BLOCK: halving it would
     # still be correct, so make a knob that changes results: a block that must cover the row.
     project.write("rows.py", (ROOT / "examples" / "softmax.py").read_text())
-    p = geak("optimize", "rows.py::softmax", "--max-configs", "10", "--trials", "1", cwd=project.root,
+    p = geak("optimize", "rows.py::softmax", "--max-configs", "6", "--trials", "1", cwd=project.root,
              env={"COLUMNS": "80"})
     assert p.returncode == 1, p.stderr
     assert "config(s) to check" in p.stderr and "the first batch tells how long each takes" in p.stderr
