@@ -6,6 +6,7 @@ close() cancels what has not started; bad specs and an unreachable cluster are o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -39,6 +40,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: each socket stays bound until all are drawn (ports drawn one at
+    a time, each released before the next, can repeat, and Ray refuses a port named twice)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 _TOKEN = secrets.token_hex(16)
 
 
@@ -52,14 +63,13 @@ class Cluster:
         self.lock = open(os.path.join(tempfile.gettempdir(), "geak-test-ray.lock"), "w")
         fcntl.flock(self.lock, fcntl.LOCK_EX)
         self.dir = Path(tempfile.mkdtemp(prefix="geak-ray-", dir="/tmp"))  # Ray's socket paths must be short
-        self.gcs, self.client = free_port(), free_port()
+        self.gcs, self.client, *more = free_ports(10)
         # One token for every test cluster of this process: Ray keeps the first token it read
         # for the life of the process, so a second cluster with another would refuse it.
         self.env = {**os.environ, "RAY_AUTH_TOKEN": _TOKEN, "RAY_DISABLE_USAGE_STATS": "1"}
-        ports = {"--port": self.gcs, "--ray-client-server-port": self.client, "--node-manager-port": free_port(),
-                 "--object-manager-port": free_port(), "--dashboard-agent-listen-port": free_port(),
-                 "--dashboard-agent-grpc-port": free_port(), "--runtime-env-agent-port": free_port(),
-                 "--metrics-export-port": free_port()}
+        ports = {"--port": self.gcs, "--ray-client-server-port": self.client,
+                 **dict(zip(("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
+                             "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"), more))}
         cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                "--num-cpus=2", f"--resources={json.dumps({'geak_interpreter': slots})}", "--include-dashboard=false",
                "--disable-usage-stats", f"--temp-dir={self.dir}", "--object-store-memory=100000000",
