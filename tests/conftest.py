@@ -172,3 +172,25 @@ def pytest_terminal_summary(terminalreporter):
         if (rep.nodeid, reason) not in seen:
             seen.add((rep.nodeid, reason))
             terminalreporter.write_line(f"skipped as a whole: {rep.nodeid}: {reason}")
+
+
+# How the test files are dealt out to the xdist processes (``--dist loadfile``): the two files
+# that start a Ray cluster (tests/test_ray.py and the attack corpus's Ray runner) go to one
+# process, one after the other. Only one test cluster runs on a machine at a time
+# (``test_ray.Cluster`` holds a lock), so in two processes one of them waited, idle, for the
+# other's module to end: the attack corpus's Ray runner took 54-66 s to set up on 2 cores, 19 s
+# with the files together.
+RAY_FILES = ("test_attacks.py", "test_ray.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RayFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "the Ray cluster's files" if path.rsplit("/", 1)[-1] in RAY_FILES else path
+
+    return RayFilesTogether(config, log)
