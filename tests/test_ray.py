@@ -57,19 +57,21 @@ class Cluster:
     """`ray start --head --block` on 127.0.0.1 in a session of its own; SIGTERM stops it all."""
 
     def __init__(self, slots: int):
-        # One test cluster on this machine at a time (this module's and the attack corpus's run
-        # in two test processes): two heads side by side on two cores fail to join each other's
+        # One test cluster on this machine at a time (with --dist loadfile this module and the
+        # attack corpus's Ray runner share one process, tests/conftest.py; other modes may run
+        # them side by side): two heads side by side on two cores fail to join each other's
         # drivers. The lock is held until stop().
         self.lock = open(os.path.join(tempfile.gettempdir(), "geak-test-ray.lock"), "w")
         fcntl.flock(self.lock, fcntl.LOCK_EX)
         self.dir = Path(tempfile.mkdtemp(prefix="geak-ray-", dir="/tmp"))  # Ray's socket paths must be short
-        self.gcs, self.client, *more = free_ports(10)
         # One token for every test cluster of this process: Ray keeps the first token it read
         # for the life of the process, so a second cluster with another would refuse it.
         self.env = {**os.environ, "RAY_AUTH_TOKEN": _TOKEN, "RAY_DISABLE_USAGE_STATS": "1"}
-        ports = {"--port": self.gcs, "--ray-client-server-port": self.client,
-                 **dict(zip(("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
-                             "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"), more))}
+        flags = ("--port", "--ray-client-server-port", "--node-manager-port", "--object-manager-port",
+                 "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
+                 "--metrics-export-port")
+        ports = dict(zip(flags, free_ports(len(flags))))
+        self.gcs, self.client = ports["--port"], ports["--ray-client-server-port"]
         cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                "--num-cpus=2", f"--resources={json.dumps({'geak_interpreter': slots})}", "--include-dashboard=false",
                "--disable-usage-stats", f"--temp-dir={self.dir}", "--object-store-memory=100000000",
