@@ -344,3 +344,46 @@ def test_a_batch_the_time_left_after_its_compile_screen_cannot_hold_is_not_start
     # (A config of the first batch that looked faster is confirmed: that gets its reserve.)
     allowance = tuner.confirm_reserve(4.0, None) if report.confirmation is not None else 0.0
     assert took < 4.0 + allowance + 0.3, (took, allowance)
+
+
+def test_a_task_whose_budget_the_originals_check_spends_is_finished_not_run_again(tmp_path):
+    """A task whose own budget (``--task-budget``) ends while its original is checked has nothing
+    to score; it is finished, not stopped: --resume does not run it again (the same settings would
+    give it the same budget), and the table says why it has no score."""
+    from agent.bench.report import markdown
+    from agent.bench.suite import Bench, Settings, document
+    from agent.bench.tasks import load_suite
+    from agent.commands.bench import _document, summary_text
+    from runner.schema import EvalOptions
+
+    class SlowOriginal(FakeGpu):  # the original's check always runs past the limit it is sent with
+        def one(self, r):
+            if r.candidate is None:
+                return EvalResult(status="timeout", correct=False, message="ran past its limit")
+            return super().one(r)
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "add_relu.py").write_text(ADD_RELU)
+    (tmp_path / "pyproject.toml").write_text("")
+    tasks, _ = load_suite(suite)
+    settings = Settings(strategy="tune", max_configs=8, task_budget=2.0)
+    b = Bench(SlowOriginal(_cost), tasks, settings, EvalOptions(trials=1), tmp_path / "out",
+              stream=open(os.devnull, "w"))
+    (rec,) = b.run()[0]
+    assert rec.stopped == "task budget" and not rec.samples and rec.error is None
+    assert b.stopped() == [] and "while the original was checked" in rec.notes[-1]
+    doc = _document([rec], b.settings, H200, tmp_path / "suite", [], (1,), [], [])
+    assert doc["stopped"] == [] and doc["budget_spent"] == ["add_relu"] and doc["summary"]["tasks"] == 0
+    assert any("task budget was spent checking the original: 1 task(s) (add_relu)" in n for n in doc["notes"])
+    assert "budget spent" in summary_text(doc)
+    assert "the task budget was spent checking the original (not scored)" in markdown(doc)
+    # --resume keeps it: nothing is evaluated again.
+    gpu = SlowOriginal(_cost)
+    again = Bench(gpu, tasks, settings, EvalOptions(trials=1), tmp_path / "out", resume=True,
+                  stream=open(os.devnull, "w"))
+    assert again.state.done(tasks[0]) is not None
+    (kept,), reused = again.run()
+    assert gpu.batches == 0 and kept.stopped == "task budget" and reused
+    # The call's time budget is another matter: a task it stopped runs again (the test above).
+    assert document([rec], settings, H200, "suite", [])["stopped"] == []

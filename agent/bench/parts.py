@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from agent.bench.suite import STATE_SCHEMA, TaskRecord, record_from_dict
+from agent.bench.suite import STATE_SCHEMA, TaskRecord, record_from_dict, stopped_by_call
 
 PACKAGES = ("agent", "runner")
 """The code a table measures: the search and the evaluator."""
@@ -168,8 +168,9 @@ def read_part(path: Path) -> Part:
 
 
 def complete(rec: TaskRecord) -> bool:
-    """A record that measured its task: not stopped by the time budget, not a harness error."""
-    return rec.error is None and rec.stopped is None
+    """A record that measured its task: not stopped by the call's time budget, not a harness
+    error (a task whose own budget was spent is complete)."""
+    return rec.error is None and not stopped_by_call(rec)
 
 
 DEVICE_KEYS = ("name", "backend", "arch", "torch", "triton")

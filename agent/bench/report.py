@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from agent.bench.suite import budget_spent, stopped_by_call
+
 
 def _f(x: Optional[float], spec: str = ".2f", suffix: str = "") -> str:
     return "-" if x is None else format(x, spec) + suffix
@@ -23,11 +25,12 @@ def _result(t: dict) -> str:
         return "harness error"
     samples = t["samples"]
     if not samples:
-        return "stopped by the time budget (not scored)" if t.get("stopped") else "no sample"
+        return ("stopped by the time budget (not scored)" if stopped_by_call(t) else
+                "the task budget was spent checking the original (not scored)" if budget_spent(t) else "no sample")
     if all(s.get("not_run") for s in samples):
         return "not run here (not scored)"
     good = [s for s in samples if s["correct"] and s["status"] == "ok"]
-    stop = " (stopped by the time budget)" if t.get("stopped") else ""
+    stop = " (stopped by the time budget)" if stopped_by_call(t) else ""
     if len(samples) > 1:
         return f"{len(good)}/{len(samples)} correct{stop}"
     s = samples[0]

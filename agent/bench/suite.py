@@ -155,7 +155,7 @@ class State:
 
     def done(self, task: Task) -> Optional[TaskRecord]:
         r = self.records.get(task.name)
-        return r if r is not None and r.digest == task.digest and r.error is None and r.stopped is None else None
+        return r if r is not None and r.digest == task.digest and r.error is None and not stopped_by_call(r) else None
 
     def save(self, rec: TaskRecord, results: dict) -> None:
         with self.lock:
@@ -170,6 +170,19 @@ class State:
         _atomic_write(self.path, json.dumps({
             "schema": STATE_SCHEMA, "settings": self.settings.fingerprint(), "code": self.code,
             "device": self.device, "tasks": {n: asdict(r) for n, r in self.records.items()}}, indent=1))
+
+
+def stopped_by_call(rec) -> bool:
+    """Whether the call's time budget (``--time-budget``) stopped this task (a ``TaskRecord`` or
+    its dict): ``--resume`` runs it again. A task whose own budget (``--task-budget``) was spent
+    before the original was checked is finished: the same settings give it the same budget."""
+    return (rec.get("stopped") if isinstance(rec, dict) else rec.stopped) == "time budget"
+
+
+def budget_spent(rec) -> bool:
+    """Whether the task's own budget was spent while its original was checked: nothing tried,
+    not scored."""
+    return (rec.get("stopped") if isinstance(rec, dict) else rec.stopped) == "task budget"
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -221,10 +234,11 @@ def _line(rec: TaskRecord) -> str:
     if rec.error:
         return rec.error
     if b is None:
-        return "stopped by the time budget, nothing verified" if rec.stopped else "no sample"
+        return ("stopped by the time budget, nothing verified" if stopped_by_call(rec) else
+                "the task budget was spent checking the original, nothing tried" if budget_spent(rec) else "no sample")
     if b.not_run:
         return "not run here: " + (rec.skipped_why or b.not_run)
-    return (("stopped by the time budget, kept: " if rec.stopped else "") + f"{b.status}"
+    return (("stopped by the time budget, kept: " if stopped_by_call(rec) else "") + f"{b.status}"
             + (" correct" if b.correct else "") + (f" {b.speedup:.2f}x" if b.speedup is not None else ""))
 
 
@@ -278,7 +292,7 @@ class Bench:
 
     def stopped(self) -> list[str]:
         """Tasks the time budget stopped while they ran."""
-        return [n for n, r in self.state.records.items() if r.stopped and n not in self.not_started
+        return [n for n, r in self.state.records.items() if stopped_by_call(r) and n not in self.not_started
                 and any(t.name == n for t in self.tasks)]
 
     def _deadline(self):
@@ -564,7 +578,8 @@ def document(records: list[TaskRecord], settings: Settings, device, suite: str, 
         "schema": BENCH_SCHEMA, "suite": suite, "command": command, "strategy": settings.strategy,
         "settings": asdict(settings), "device": to_dict(device) if device is not None else None,
         "summary": asdict(summary), "harness_errors": [r.name for r in records if r.error],
-        "stopped": [r.name for r in records if r.stopped],
+        "stopped": [r.name for r in records if stopped_by_call(r)],
+        "budget_spent": [r.name for r in records if budget_spent(r)],
         "tasks": [asdict(r) for r in records], "notes": notes,
         **({"against_autotune": _comparison(records)} if settings.against_autotune else {}),
     }

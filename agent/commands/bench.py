@@ -30,7 +30,7 @@ from agent.bench.baselines import KINDS, BaselineCache, default_cache
 from agent.bench.formats import FORMATS
 from agent.bench.parts import (PartsError, code_digest, complete, deal, merge, parse_shard, read_part, run_parts,
                            same_files, select, visible_gpus)
-from agent.bench.suite import Bench, Settings, State, TaskRecord, document
+from agent.bench.suite import Bench, Settings, State, TaskRecord, budget_spent, document, stopped_by_call
 from agent.bench.tasks import SuiteError, check_requests, load_suite
 from . import (EXIT_BAD_INPUT, EXIT_OK, EXIT_PROVIDER, EXIT_RUNNER, EXIT_UNVERIFIED, err, exit_code, product,
                tell_unavailable)
@@ -417,7 +417,7 @@ def _on_gpus(args, suite: Path, tasks, broken, settings: Settings, notes, ks, ou
     device = next((p.device for p in reversed(prior + parts) if p.device), None)
     _write_state(out, settings, code, [r for r in records if r.name not in {t.name for t in broken}], device)
     not_started = [t.name for t in to_run if t.name not in kept]
-    doc = _document(records, settings, device, suite, notes, ks, not_started, [r.name for r in records if r.stopped])
+    doc = _document(records, settings, device, suite, notes, ks, not_started, [r.name for r in records if stopped_by_call(r)])
     doc["code"] = code
     doc["parts"] = [{"run_directory": f"gpu{i}", "cuda_visible_devices": ids[i] or None, "tasks": len(hands[i]),
                      "exit": rcs[i], **{k: p.bench[k] for p in parts if p.path.name == f"gpu{i}"
@@ -490,7 +490,7 @@ def _merge(args) -> int:
     records.sort(key=lambda r: r.name)
     suites = sorted({str(p.bench["suite"]) for p in parts if p.bench.get("suite")})
     suite = suites[0] if len(suites) == 1 else (" + ".join(suites) or "parts")
-    stopped = [r.name for r in records if r.stopped]
+    stopped = [r.name for r in records if stopped_by_call(r)]
     doc = _document(records, settings, device, suite, [f"merged from {len(parts)} part(s): "
                                                        + ", ".join(str(p.path) for p in parts)], ks, [], stopped)
     doc["code"] = parts[0].code
@@ -512,6 +512,11 @@ def _document(records, settings: Settings, device, suite: Path, notes: list[str]
         notes = notes + [f"stopped by the time budget while running: {len(stopped)} task(s) "
                          f"({', '.join(stopped[:8])}{' ...' if len(stopped) > 8 else ''}), each scored by what it had "
                          "verified by then (one with nothing verified is not scored); --resume runs them again"]
+    spent = [r.name for r in records if budget_spent(r)]
+    if spent:
+        notes = notes + [f"the task budget was spent checking the original: {len(spent)} task(s) "
+                         f"({', '.join(spent[:8])}{' ...' if len(spent) > 8 else ''}), nothing tried and not "
+                         "scored; a larger --task-budget gives them room"]
     doc = document(records, settings, device, str(suite), notes, ks, command)
     doc["incomplete"] = list(not_started)
     return doc
@@ -570,8 +575,9 @@ def summary_text(doc: dict) -> str:
         res = t["error"] and "harness error" or ("not run here" if not_run else (
             f"{len(good)}/{len(t['samples'])} correct" if len(t["samples"]) > 1 else
             ("correct" if good else (t["samples"][0]["status"] if t["samples"] else
-                                     "stopped" if t.get("stopped") else "no sample"))))
-        if t.get("stopped") and t["samples"]:
+                                     "stopped" if stopped_by_call(t) else
+                                     "budget spent" if budget_spent(t) else "no sample"))))
+        if stopped_by_call(t) and t["samples"]:
             res += " (stopped)"
         sp = max((sm["speedup"] for sm in good if sm["speedup"] is not None), default=None)
         best = max(good, key=lambda sm: sm["speedup"] or 0.0, default=None)
