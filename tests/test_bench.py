@@ -191,6 +191,31 @@ def test_speedup_fast_p_and_accuracies_on_a_hand_made_suite():
     assert s.pass_at_k["pass@2"] is None
 
 
+def test_a_task_whose_original_cannot_be_checked_is_left_out_and_counted():
+    from agent.commands.bench import summary_text
+    from runner.schema import ErrorInfo, EvalResult
+    varies = EvalResult(status="runtime_error", correct=False, message="test_x: cannot be checked: ...",
+                        error=ErrorInfo(kind="original_varies", side="reference", message="..."))
+    s = metrics.sample_from_result(varies)
+    assert s.not_checkable == varies.message and not s.ok
+    summ = summarize([[s], [Sample("ok", True, 2.0)], [Sample("mismatch", False, None)]])
+    assert summ.not_checkable == 1 and summ.tasks == 2 and summ.execution_accuracy == 0.5
+    # One sample judged against a checkable original is enough for the task to be scored.
+    assert summarize([[s, Sample("mismatch", False, None)]]).not_checkable == 0
+    assert metrics.sample_from_result(EvalResult(status="mismatch", correct=False, message="")).not_checkable is None
+    from dataclasses import asdict
+    from agent.bench.suite import SampleRecord
+    rec = SampleRecord(**asdict(s), message=varies.message)
+    doc = {"summary": asdict(summ), "settings": {}, "tasks": [
+        {"name": "varies", "format": "tritonbench", "error": None, "samples": [asdict(rec)], "cases_run": 1,
+         "cases_skipped": 0, "timed": False}]}
+    text = summary_text(doc)
+    assert "not checkable" in text and "1 task(s) whose original cannot be checked here" in text
+    md = markdown({**doc, "suite": "s", "strategy": "none", "notes": []})
+    assert "the original cannot be checked here (not scored)" in md and "## Failures" not in md
+    assert "`varies`: test_x: cannot be checked" in md.split("Originals that cannot be checked here")[1]
+
+
 def test_fast_p_counts_correct_untimed_tasks_only_at_p_zero():
     tasks = [[Sample("ok", True, None)], [Sample("ok", True, 3.0)]]
     assert fast_p(tasks, 0.0) == 1.0 and fast_p(tasks, 1.0) == 0.5

@@ -58,6 +58,12 @@ def test_an_original_that_cannot_run_here_is_not_blamed_on_its_copy(p, runner):
     assert r.status == "runtime_error" and r.error.kind == "original_fails_here" and r.error.side == "reference"
     assert "the original's own test fails on this device (" in r.message and "CUDA tensors only" in r.message
     assert "no Triton kernel" not in r.message
+    # geak bench leaves such a task out of every figure, and counts it: it says nothing of the copy.
+    from agent.bench.metrics import sample_from_result, summarize
+    s = sample_from_result(r)
+    assert s.not_checkable and "CUDA tensors only" in s.not_checkable and not s.not_run
+    summary = summarize([[s], [sample_from_result(p.evaluate(runner, "objects.py::axpb", "objects.py::axpb"))]])
+    assert summary.not_checkable == 1 and summary.tasks == 1 and summary.execution_accuracy == 1.0
 
 
 

@@ -41,6 +41,10 @@ class Sample:
     not_run: Optional[str] = None
     """Why nothing of it could run on this runner (every input case left out: too large for the
     CPU interpreter, say); such a sample says nothing of the code and is not scored."""
+    not_checkable: Optional[str] = None
+    """Why the original it is judged against cannot be checked on this runner (its own results
+    differ between runs on the same inputs, or its own test fails on this device): nothing can be
+    said of the candidate, right or wrong, and it is not scored."""
 
     @property
     def called(self) -> bool:
@@ -114,6 +118,8 @@ class Summary:
     pct_peak_mean: Optional[float] = None
     not_run_here: int = 0
     """Tasks left out of every figure: none of their input cases could run on this runner."""
+    not_checkable: int = 0
+    """Tasks left out of every figure: their original cannot be checked on this runner."""
 
 
 def not_run_here(samples: Sequence[Sample]) -> bool:
@@ -121,12 +127,20 @@ def not_run_here(samples: Sequence[Sample]) -> bool:
     return bool(samples) and all(s.not_run for s in samples)
 
 
+def not_checkable(samples: Sequence[Sample]) -> bool:
+    """Every sample of the task was judged against an original that cannot be checked here
+    (``Sample.not_checkable``)."""
+    return bool(samples) and all(s.not_checkable for s in samples)
+
+
 def summarize(tasks: Sequence[Sequence[Sample]], ps: Sequence[float] = (0.0, 1.0, 1.5, 2.0),
               ks: Sequence[int] = (1,)) -> Summary:
     """Suite metrics from each task's samples (a task with no samples counts as failed; a task
-    none of whose samples could run here is left out and counted in ``not_run_here``)."""
+    none of whose samples could run here is left out and counted in ``not_run_here``; one whose
+    original cannot be checked here, in ``not_checkable``)."""
     skipped = [s for s in tasks if not_run_here(s)]
-    tasks = [s for s in tasks if not not_run_here(s)]
+    unjudged = [s for s in tasks if not not_run_here(s) and not_checkable(s)]
+    tasks = [s for s in tasks if not not_run_here(s) and not not_checkable(s)]
     n_tasks = len(tasks)
     best = [best_sample(s) for s in tasks]
     called = sum(1 for b in best if b is not None and b.called)
@@ -137,7 +151,8 @@ def summarize(tasks: Sequence[Sequence[Sample]], ps: Sequence[float] = (0.0, 1.0
         call_accuracy=called / n_tasks if n_tasks else None,
         execution_accuracy=len(correct) / n_tasks if n_tasks else None,
         timed=len(speedups), speedup_mean=mean(speedups), speedup_geomean=geomean(speedups),
-        pct_peak_mean=mean(b.pct_peak for b in correct if b.pct_peak is not None), not_run_here=len(skipped))
+        pct_peak_mean=mean(b.pct_peak for b in correct if b.pct_peak is not None), not_run_here=len(skipped),
+        not_checkable=len(unjudged))
     for p in ps:
         out.fast_p[f"fast_{p:g}"] = fast_p(tasks, p)
     for k in ks:
@@ -146,6 +161,10 @@ def summarize(tasks: Sequence[Sequence[Sample]], ps: Sequence[float] = (0.0, 1.0
         # Defined only when every task has at least k samples.
         out.pass_at_k[f"pass@{k}"] = (sum(known) / len(known)) if known and len(known) == len(vals) else None
     return out
+
+
+NOT_CHECKABLE = ("original_varies", "original_fails_here")
+"""``ErrorInfo.kind`` of a result that says the original cannot be checked on this runner."""
 
 
 def sample_from_result(result) -> Sample:
@@ -160,7 +179,8 @@ def sample_from_result(result) -> Sample:
     kind = (error.get("kind") if isinstance(error, dict) else getattr(error, "kind", None)) if error else None
     return Sample(status=get("status"), correct=bool(get("correct")), speedup=speedup,
                   pct_peak=pct_peak(get("cases") or []),
-                  not_run=get("message") if kind == "not_run_here" else None)
+                  not_run=get("message") if kind == "not_run_here" else None,
+                  not_checkable=get("message") if kind in NOT_CHECKABLE else None)
 
 
 def pct_peak(cases) -> Optional[float]:

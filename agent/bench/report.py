@@ -29,6 +29,8 @@ def _result(t: dict) -> str:
                 "the task budget was spent checking the original (not scored)" if budget_spent(t) else "no sample")
     if all(s.get("not_run") for s in samples):
         return "not run here (not scored)"
+    if all(s.get("not_checkable") for s in samples):
+        return "the original cannot be checked here (not scored)"
     good = [s for s in samples if s["correct"] and s["status"] == "ok"]
     stop = " (stopped by the time budget)" if stopped_by_call(t) else ""
     if len(samples) > 1:
@@ -100,6 +102,8 @@ def _summary(s: dict) -> list[str]:
              f"| correct and timed | {s['timed']} |",
              *([f"| not run here (no input case could run on this runner; left out of every figure) | "
                 f"{s['not_run_here']} |"] if s.get("not_run_here") else []),
+             *([f"| the original cannot be checked here (its results vary, or its own test fails here; left "
+                f"out of every figure) | {s['not_checkable']} |"] if s.get("not_checkable") else []),
              f"| mean speedup (correct, timed) | {_f(s['speedup_mean'], '.3f', 'x')} |",
              f"| geometric-mean speedup | {_f(s['speedup_geomean'], '.3f', 'x')} |"]
     lines += [f"| {k} | {_pct(v)} |" for k, v in [*s["fast_p"].items(), *s["pass_at_k"].items()]]
@@ -199,7 +203,9 @@ def _lists(doc: dict) -> list[str]:
     sections = [
         ("Harness errors (not scored)", [f"* `{t['name']}`: {t['error']}" for t in tasks if t.get("error")]),
         ("Failures", [f"* `{t['name']}`: {s['message']}" for t in tasks for s in t["samples"]
-                      if not (s["correct"] and s["status"] == "ok")]),
+                      if not (s["correct"] and s["status"] == "ok") and not s.get("not_checkable")]),
+        ("Originals that cannot be checked here (not scored)",
+         [f"* `{t['name']}`: {s['message']}" for t in tasks for s in t["samples"] if s.get("not_checkable")]),
         ("Baselines that did not verify", [f"* `{t['name']}` vs torch {k}: {b.get('message', '')}" for t in tasks
                                            for k, b in sorted(t.get("baselines", {}).items())
                                            if b.get("correct") is False]),

@@ -238,6 +238,8 @@ def _line(rec: TaskRecord) -> str:
                 "the task budget was spent checking the original, nothing tried" if budget_spent(rec) else "no sample")
     if b.not_run:
         return "not run here: " + (rec.skipped_why or b.not_run)
+    if b.not_checkable and not b.ok:
+        return "the original cannot be checked here (not scored)"
     return (("stopped by the time budget, kept: " if stopped_by_call(rec) else "") + f"{b.status}"
             + (" correct" if b.correct else "") + (f" {b.speedup:.2f}x" if b.speedup is not None else ""))
 
@@ -262,7 +264,7 @@ def _skipped_why(r: EvalResult) -> str:
 def _sample(r: EvalResult, source: str) -> SampleRecord:
     m = metrics.sample_from_result(r)
     return SampleRecord(status=r.status, correct=bool(r.correct), speedup=m.speedup, not_run=m.not_run,
-                        pct_peak=m.pct_peak, message=r.message, source=source)
+                        not_checkable=m.not_checkable, pct_peak=m.pct_peak, message=r.message, source=source)
 
 
 class Bench:

@@ -572,7 +572,8 @@ def summary_text(doc: dict) -> str:
     for t in doc["tasks"]:
         good = [sm for sm in t["samples"] if sm["correct"] and sm["status"] == "ok"]
         not_run = bool(t["samples"]) and all(sm.get("not_run") for sm in t["samples"])
-        res = t["error"] and "harness error" or ("not run here" if not_run else (
+        unjudged = bool(t["samples"]) and all(sm.get("not_checkable") for sm in t["samples"])
+        res = t["error"] and "harness error" or ("not run here" if not_run else "not checkable" if unjudged else (
             f"{len(good)}/{len(t['samples'])} correct" if len(t["samples"]) > 1 else
             ("correct" if good else (t["samples"][0]["status"] if t["samples"] else
                                      "stopped" if stopped_by_call(t) else
@@ -603,6 +604,9 @@ def summary_text(doc: dict) -> str:
     if s.get("not_run_here"):
         lines.append(f"not run    {s['not_run_here']} task(s) not run here: no input case could run on this runner "
                      "(inputs too large for the CPU interpreter, or bf16 there); left out of every figure above")
+    if s.get("not_checkable"):
+        lines.append(f"unchecked  {s['not_checkable']} task(s) whose original cannot be checked here (its own results "
+                     "differ between runs, or its own test fails on this device); left out of every figure above")
     if untimed:
         lines.append("timing     none: --no-timing (correctness only): no speedups, fast_p or % of peak")
     elif s["timed"] == 0:
