@@ -2,9 +2,6 @@
 tests, the metric arithmetic against hand-computed cases, the baseline cache, the report."""
 
 import ast
-import json
-import math
-from pathlib import Path
 
 import pytest
 
