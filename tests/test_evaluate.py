@@ -218,6 +218,25 @@ def test_cuda_event_tampering_is_rejected(project, runner):
     assert r.status == "rejected" and "tampering" in flag_codes(r, "reject")
 
 
+def test_torch_dynamo_is_not_loaded_for_the_code_and_loading_it_is_not_tampering(project, runner):
+    # The workers do not import torch._dynamo (1.2 s of each fork server's start): the
+    # evaluator's own dispatch modes do not need it.
+    project.write("cand.py", kernel_variant(extra="import sys", pre="""
+    print("GEAK_DYNAMO_LOADED", "torch._dynamo" in sys.modules)"""))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "ok" and r.correct and "GEAK_DYNAMO_LOADED False" in (r.log or ""), (r.message, r.log)
+    # Code that loads it (torch.compile does) rebinds torch.manual_seed to torch's own wrapper
+    # of it: not a replacement.
+    project.write("cand.py", kernel_variant(extra="import torch._dynamo"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "ok" and r.correct, r.message
+    # The same wrapper around another function is one.
+    project.write("cand.py", kernel_variant(extra="torch.manual_seed = torch._disable_dynamo(lambda seed: None)"))
+    r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "rejected" and "tampering" in flag_codes(r, "reject")
+    assert any("torch.manual_seed" in f.message for f in r.flags), [f.message for f in r.flags]
+
+
 def test_hiding_ops_from_the_evaluator_is_rejected(project, runner):
     project.write("cand.py", kernel_variant(pre="    guard = torch._C._DisableTorchDispatch()"))
     r = project.evaluate(runner, "ref.py::add_relu", "cand.py::add_relu")

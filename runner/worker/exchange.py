@@ -700,6 +700,10 @@ class Allocations(TorchDispatchMode):
     Triton launch (the CPU interpreter's own) are left alone. With ``max_elements``, a
     tensor larger than that stops the code (``TooLarge``): the CPU interpreter would take hours."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as guards.OpRecorder: no torch._dynamo import at the first allocation
+
     def __init__(self, byte: int, launches=None, max_elements: Optional[int] = None, guard: bool = True,
                  inputs: Any = None):
         super().__init__()

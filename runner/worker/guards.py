@@ -291,6 +291,14 @@ class OpRecorder(TorchDispatchMode):
     """Records aten ops called by user code, outside Triton launches (whose interpreter uses
     torch internally)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # False: torch then leaves ``__torch_dispatch__`` unwrapped by ``torch._disable_dynamo``,
+        # whose first call imports ``torch._dynamo`` (1.2 s of a CPU core, which the fork server
+        # paid for every pool before). The wrap only keeps Dynamo from tracing into the mode, and
+        # Dynamo compiles nothing while a mode like this one is active. (exchange.Allocations too.)
+        return False
+
     def __init__(self, launches: LaunchRecorder):
         super().__init__()
         self.launches = launches
@@ -377,24 +385,56 @@ def _watched() -> list[tuple[str, Any]]:
     return mods
 
 
+def _dynamo_wrapper_code():
+    """The code of the wrapper ``torch._disable_dynamo`` makes (one for every function it wraps;
+    making one imports nothing), or None where torch has no such function."""
+    try:
+        return torch._disable_dynamo(lambda: None).__code__
+    except Exception:
+        return None
+
+
 class IntegritySnapshot:
     """The identity of every function and class in the namespaces that timing and comparison
-    rely on. ``changed()`` lists what user code replaced or deleted since."""
+    rely on. ``changed()`` lists what user code replaced or deleted since.
+
+    One rebinding is torch's own: importing ``torch._dynamo`` (user code's ``torch.compile``)
+    replaces ``torch.manual_seed`` with ``torch._disable_dynamo(torch.manual_seed)``, which
+    behaves as the original. A value that is that wrapper, around the very function that was
+    there, is not a change; a wrapper around anything else is."""
 
     def __init__(self):
         self.entries: dict[tuple[str, str], int] = {}
+        self.objects: dict[tuple[str, str], Any] = {}
+        self.wrapper_code = _dynamo_wrapper_code()
         for label, ns in _watched():
             for k, v in list(vars(ns).items()):
                 if callable(v) or isinstance(v, (property, staticmethod, classmethod)):
                     self.entries[(label, k)] = id(v)
+                    self.objects[(label, k)] = v
+
+    def _torch_rewrap(self, key: tuple[str, str], now: Any) -> bool:
+        was = self.objects.get(key)
+        return (self.wrapper_code is not None and getattr(now, "__code__", None) is self.wrapper_code
+                and was is not None and getattr(now, "__wrapped__", None) is was
+                and any(c.cell_contents is was for c in (now.__closure__ or ()) if _cell_set(c)))
 
     def changed(self) -> list[str]:
-        now: dict[tuple[str, str], int] = {}
+        now: dict[tuple[str, str], Any] = {}
         for label, ns in _watched():
             for k, v in list(vars(ns).items()):
-                now[(label, k)] = id(v)
+                now[(label, k)] = v
         return sorted(f"{label}.{k}" for (label, k), ident in self.entries.items()
-                      if now.get((label, k)) != ident)
+                      if (label, k) not in now or (id(now[(label, k)]) != ident
+                                                   and not self._torch_rewrap((label, k), now[(label, k)])))
+
+
+def _cell_set(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
 
 
 # --------------------------------------------------------------------------- interpreter device

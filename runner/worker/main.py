@@ -96,10 +96,9 @@ def prepare(requested: str) -> bool:
         os.environ.pop("TRITON_INTERPRET", None)
     else:
         os.environ["TRITON_INTERPRET"] = "1"
-    try:  # imported lazily by the first TorchDispatchMode, and it rebinds torch.manual_seed:
-        import torch._dynamo  # noqa: F401  import it now, before any integrity snapshot
-    except Exception:
-        pass
+    # Not torch._dynamo (1.2 s): our TorchDispatchModes do not import it (guards.OpRecorder);
+    # user code that does (torch.compile) rebinds torch.manual_seed, which the integrity
+    # snapshot tells apart from a replacement (guards.IntegritySnapshot).
     import numpy  # noqa: F401
     import triton  # noqa: F401
 
