@@ -224,3 +224,12 @@ def test_an_evaluation_ends_at_its_limit_in_all_whatever_the_phases_allow(projec
     took = time.monotonic() - t0
     assert r.status == "timeout" and not r.correct and "limits.total_s" in r.message, r.message
     assert took < 3.0 + 2.0, (took, r.duration_s, r.phases)  # the limit, and the killed worker's teardown
+
+
+def test_the_fork_server_runs_the_runner_the_pool_came_from():
+    # The folder put first on the fork server's path holds this very runner package (it held
+    # runner/ itself once the pool moved into runner/judge/, so workers imported whichever runner
+    # the environment had: another checkout's, with a copy of the code run by path).
+    from pathlib import Path
+    from runner.judge import pool
+    assert (Path(pool._PACKAGE_PARENT) / "runner" / "judge" / "pool.py").resolve() == Path(pool.__file__).resolve()

@@ -43,7 +43,9 @@ from .process import Budget, WorkerProcess, PoolError, Stopped, promote_compiles
 from ..schema import DeviceInfo, ErrorInfo, EvalRequest, EvalResult, Limits, from_dict, to_dict
 from .session import Evaluation
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+"""The folder that holds this ``runner`` package: first on the fork server's path, so that its
+workers run the same runner as the pool, whatever else the environment would import."""
 REFERENCE_USES = 100  # evaluations one reference worker may serve
 DESCRIBED_KEPT = 64  # reference digests whose input cases' descriptions the pool keeps
 REST_WAIT_S = 15.0  # the longest an evaluation waits for its reference worker to finish resting
