@@ -404,29 +404,26 @@ class IntegritySnapshot:
     there, is not a change; a wrapper around anything else is."""
 
     def __init__(self):
-        self.entries: dict[tuple[str, str], int] = {}
         self.objects: dict[tuple[str, str], Any] = {}
         self.wrapper_code = _dynamo_wrapper_code()
         for label, ns in _watched():
             for k, v in list(vars(ns).items()):
                 if callable(v) or isinstance(v, (property, staticmethod, classmethod)):
-                    self.entries[(label, k)] = id(v)
                     self.objects[(label, k)] = v
 
-    def _torch_rewrap(self, key: tuple[str, str], now: Any) -> bool:
-        was = self.objects.get(key)
+    def _torch_rewrap(self, was: Any, now: Any) -> bool:
+        """``now`` is torch's ``_disable_dynamo`` wrapper, and the function it calls is ``was``."""
         return (self.wrapper_code is not None and getattr(now, "__code__", None) is self.wrapper_code
-                and was is not None and getattr(now, "__wrapped__", None) is was
-                and any(c.cell_contents is was for c in (now.__closure__ or ()) if _cell_set(c)))
+                and any(_cell_set(c) and c.cell_contents is was for c in now.__closure__ or ()))
 
     def changed(self) -> list[str]:
         now: dict[tuple[str, str], Any] = {}
         for label, ns in _watched():
             for k, v in list(vars(ns).items()):
                 now[(label, k)] = v
-        return sorted(f"{label}.{k}" for (label, k), ident in self.entries.items()
-                      if (label, k) not in now or (id(now[(label, k)]) != ident
-                                                   and not self._torch_rewrap((label, k), now[(label, k)])))
+        missing = object()
+        return sorted(f"{label}.{k}" for (label, k), was in self.objects.items()
+                      if (v := now.get((label, k), missing)) is not was and not self._torch_rewrap(was, v))
 
 
 def _cell_set(cell) -> bool:
