@@ -402,7 +402,13 @@ class EvalResult:
     reference timed alone (``time_alone``); the run stage pipelines the first two, so they
     overlap. Beside them: Triton compiles (compile), waiting for the device lock
     (device_wait), holding it shared and alone (device_read, device_write; both workers
-    counted) and, on a busy runner, waiting for a free worker slot (slot_wait)."""
+    counted) and, on a busy runner, waiting for a free worker slot (slot_wait). And each op's
+    steps as its worker timed them, named ``op.step``: ``candidate.inputs``, ``candidate.call``,
+    ``candidate.save`` (taking the inputs, the call, handing the record over), ``judge.load``,
+    ``judge.compare``, ``judge.recheck``, and the timing's ``time.prepare``, ``time.warmup``,
+    ``time.calibrate``, ``time.probe``, ``time.measure``, ``time.wall_check``, ``time.work``
+    (also under ``time_alone.`` and ``time_self.`` where the reference times itself). The
+    candidate's worker reports its own: diagnostics only, never read by a verdict."""
     schema: str = SCHEMA
 
     @property

@@ -30,6 +30,36 @@ def test_target_against_itself(project, runner):
     assert {"import", "run", "candidate_runs", "reference_runs", "judge"} <= set(r.phases), r.phases
     assert sum(r.phases.get(k, 0.0) for k in STAGES) <= r.duration_s
     assert r.phases["candidate_runs"] <= r.phases["run"] and r.phases["judge"] <= r.phases["run"]
+    # And each op's steps as its worker timed them, within the op.
+    steps = {k: v for k, v in r.phases.items() if "." in k}
+    assert {"candidate.inputs", "candidate.call", "candidate.save", "judge.load", "judge.compare"} <= set(steps), \
+        r.phases
+    assert sum(v for k, v in steps.items() if k.startswith("candidate.")) <= r.phases["candidate_runs"]
+    assert sum(v for k, v in steps.items() if k.startswith("judge.")) <= r.phases["judge"]
+    assert r.phases["candidate.call"] > 0
+
+
+def test_an_ops_steps_are_kept_only_as_plausible_names_and_seconds():
+    """A worker's ``steps_s`` are claims (the candidate's process can write anything on its
+    channel): only short lowercase names with finite, non-negative seconds reach ``phases``,
+    under the op's own name, at most ``MAX_STEPS`` of one reply."""
+    from runner.judge.process import MAX_STEPS, WorkerProcess
+    job = WorkerProcess.__new__(WorkerProcess)
+    job.new_evaluation()
+    job.note_steps("candidate", {"call": 0.25, "save": 1, "Bad": 1.0, "x" * 30: 1.0, "neg": -1.0,
+                                 "nan": float("nan"), "inf": float("inf"), "flag": True, "text": "1.0",
+                                 "big": 1e9, 7: 1.0})
+    job.note_steps("candidate", {"call": 0.5})
+    job.note_steps("time_alone", {"warmup": 0.1})
+    job.note_steps("Import", {"x": 1.0})  # not an op name
+    job.note_steps("candidate", ["call", 1.0])  # not a mapping
+    job.note_steps("judge", {f"s{i}": 0.001 for i in range(3 * MAX_STEPS)})
+    assert job.step_s.pop("candidate.call") == 0.75
+    assert job.step_s.pop("candidate.save") == 1.0
+    assert job.step_s.pop("time_alone.warmup") == 0.1
+    assert len(job.step_s) == MAX_STEPS and all(k.startswith("judge.s") for k in job.step_s), job.step_s
+    job.new_evaluation()
+    assert job.step_s == {}
 
 
 def test_correct_candidate_with_other_launch_config(project, runner):

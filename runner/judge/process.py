@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -48,6 +49,9 @@ class PoolError(RuntimeError):
 
 MAX_FDS = 64
 """The most shared-memory files one message carries (``runner.worker.channel.MAX_FDS``)."""
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,23}")
+MAX_STEPS = 16
+"""Step names kept from one reply (``WorkerProcess.note_steps``)."""
 
 
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
@@ -117,6 +121,19 @@ class WorkerProcess:
         self.wait_s = 0.0  # seconds waiting for the device lock
         self.held_s = {"read": 0.0, "write": 0.0}  # seconds holding it, by kind
         self.op_s: dict[str, float] = {}  # seconds per op, from sending it to its reply (lock waits not counted)
+        self.step_s: dict[str, float] = {}  # "op.step" -> seconds, as the worker timed its steps
+
+    def note_steps(self, op: str, steps) -> None:
+        """Add the seconds a reply says each step of ``op`` took (``channel.step``). What a
+        candidate's worker says is a claim: only a few short lowercase names with finite,
+        non-negative seconds are kept, and they go into ``phases``, which no verdict reads."""
+        if not isinstance(steps, dict) or not _NAME.fullmatch(op):
+            return
+        for name, v in list(steps.items())[:MAX_STEPS]:
+            if isinstance(name, str) and _NAME.fullmatch(name) and isinstance(v, (int, float)) \
+                    and not isinstance(v, bool) and 0.0 <= v < 1e6:
+                key = f"{op}.{name}"
+                self.step_s[key] = self.step_s.get(key, 0.0) + float(v)
 
     # ----------------------------------------------------------------- pipes
 
@@ -355,6 +372,7 @@ class WorkerProcess:
                     raise self.stopped()
                 ev = m.get("event")
                 if ev == "reply" and m.get("op") == msg.get("op") and m.get("nonce") == nonce:
+                    self.note_steps(str(msg.get("op")), m.pop("steps_s", None))
                     return m
                 if ev == "reply":
                     self.kill("protocol", f"a reply to '{m.get('op')}' the worker was not asked for: something "

@@ -494,6 +494,10 @@ class Evaluation:
             v = job.op_s.get(op, 0.0)
             if v > 0.0005:
                 r.phases[phase] = round(v, 3)
+        for job in (self.ref, self.cand):  # each op's steps, as its worker timed them ("time.warmup")
+            for k, v in job.step_s.items():
+                if v > 0.0005:
+                    r.phases[k] = round(r.phases.get(k, 0.0) + v, 3)
         compile_s = self.ref.compile_s + self.cand.compile_s
         wait_s = self.ref.wait_s + self.cand.wait_s
         if compile_s > 0:

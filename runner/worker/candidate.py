@@ -171,8 +171,9 @@ class CandidateSide(Side):
                 test = self.tests[case]
                 channel.at("candidate", test.label)
                 try:
-                    rec, _ = self.record_test(self.cand_module, self.cand_target.path, test, seed, PATTERN_A,
-                                              self.ops)
+                    with channel.step("call"):
+                        rec, _ = self.record_test(self.cand_module, self.cand_target.path, test, seed, PATTERN_A,
+                                                  self.ops)
                 except Failure:
                     raise
                 except BaseException as e:
@@ -181,9 +182,10 @@ class CandidateSide(Side):
                         raise f from None
                     rec = {"return": None, "calls": [], "raised": type(e).__name__, "message": f.message}
             else:
-                d = load(str(self.xdir / f"in-{case}-{trial}.pt"))
-                mine = (self.cand_module, self.ref_module)  # an object: this side's class of its name
-                call = Call(tuple(from_transfer(d["args"], *mine)), dict(from_transfer(d["kwargs"], *mine)))
+                with channel.step("inputs"):
+                    d = load(str(self.xdir / f"in-{case}-{trial}.pt"))
+                    mine = (self.cand_module, self.ref_module)  # an object: this side's class of its name
+                    call = Call(tuple(from_transfer(d["args"], *mine)), dict(from_transfer(d["kwargs"], *mine)))
                 fn = self.function("candidate")
                 if self.opts.inductor:
                     from .inductor import dtype_key
@@ -193,7 +195,8 @@ class CandidateSide(Side):
                                                         dict(from_transfer(d["kwargs"], *mine)))
                 channel.at("candidate", f"case {case}")
                 try:
-                    rec = self.record_call(fn, call, seed, PATTERN_A, self.ops, given=True)
+                    with channel.step("call"):
+                        rec = self.record_call(fn, call, seed, PATTERN_A, self.ops, given=True)
                 except Failure:
                     raise
                 except BaseException as e:
@@ -201,7 +204,8 @@ class CandidateSide(Side):
         finally:
             self.launches.side = self.launches.expected_stream = self.ops.expected_stream = None
             self.note_threads(before)
-        save(str(self.xdir / f"out-{case}-{trial}.pt"), rec)
+        with channel.step("save"):
+            save(str(self.xdir / f"out-{case}-{trial}.pt"), rec)
         return {"launches": sorted({x.kernel for x in self.launches.launches["candidate"][n0:]}),
                 "pinned": sorted(self.pins.kernels)}
 
@@ -310,6 +314,7 @@ class CandidateSide(Side):
 
     def time(self, case: int) -> dict:
         self.pins.lift()  # each side's autotuner picks its own config for timing
+        prepared = channel._perf()
         data = load(str(self.xdir / f"time-{case}.pt"))
         pairs, calls = [], []
         if self.unit == "tests":
@@ -332,13 +337,15 @@ class CandidateSide(Side):
             cand_call = Call(tuple(from_transfer(clone_layout(data["args"]), *mine)),
                              dict(from_transfer(clone_layout(data["kwargs"]), *mine)))
             pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0], cand_call))
+        channel.add_step("prepare", channel._perf() - prepared)
         if not pairs:
             return {"timing": None}
         try:
             t = self.time_pairs(pairs, self.opts.rep_ms, self.opts.min_reps)
         except BaseException as e:
             raise self.failure(e, "candidate", f"timing case {case}") from None
-        t.update(self.work(calls, self.ref_module, self.function("reference") if self.unit == "symbol" else None))
+        with channel.step("work"):
+            t.update(self.work(calls, self.ref_module, self.function("reference") if self.unit == "symbol" else None))
         return {"timing": t}
 
     def _pair(self, ref_fn, cand_fn, call: Call, cand_call: Call | None = None):

@@ -6,7 +6,8 @@ Messages to the pool:
   -> {"event": "at", "side": ..., "case": ...}         what runs now (for crash reports)
   -> {"event": "phase", "phase": "compile" | "run"}    a Triton compile leaves the device lock;
   <- {"grant": true}                                    "run" waits for the lock to come back
-  -> {"event": "reply", "op": NAME, ...}                the answer to an op
+  -> {"event": "reply", "op": NAME, ...}                the answer to an op ("steps_s": seconds
+                                                        per step of it, ``step``)
   -> {"event": "reply", "op": NAME, "failure": {...}}   or the failure of the user's code
 
 A message may carry shared-memory files (sealed memfds, SCM_RIGHTS) named in its "fds" list:
@@ -21,10 +22,12 @@ verdict comes from the reference worker's comparison (``runner.judge.verdict``).
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 import socket
-from typing import Optional
+import time
+from typing import Iterator, Optional
 
 _sock: Optional[socket.socket] = None
 _current_phase: list[Optional[str]] = [None]
@@ -37,6 +40,12 @@ the next message and then closed here."""
 _inbox: dict[str, int] = {}
 """What the other side handed this one (through the pool): name -> memfd."""
 _fd_queue: list[int] = []
+
+_perf = time.perf_counter  # bound before any user code runs in this process
+_steps: dict[str, float] = {}
+"""Seconds per step of the op under way (``step``), sent with its reply as ``steps_s``: where an
+op's time goes, for ``EvalResult.phases``. A claim like any other the worker makes: the pool
+keeps only plausible names and numbers, and no verdict reads them."""
 
 
 def open_channel(fd: int) -> None:
@@ -150,6 +159,27 @@ def phase(name: str) -> None:
 
 def current_phase() -> Optional[str]:
     return _current_phase[0]
+
+
+@contextlib.contextmanager
+def step(name: str) -> Iterator[None]:
+    """Time a step of the op under way (added to ``name``'s seconds)."""
+    t0 = _perf()
+    try:
+        yield
+    finally:
+        add_step(name, _perf() - t0)
+
+
+def add_step(name: str, seconds: float) -> None:
+    _steps[name] = _steps.get(name, 0.0) + seconds
+
+
+def take_steps() -> dict[str, float]:
+    """The steps timed since the last call, rounded to microseconds; the record starts again."""
+    out = {k: round(v, 6) for k, v in _steps.items()}
+    _steps.clear()
+    return out
 
 
 def at(side: str, case: str) -> None:

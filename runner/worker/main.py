@@ -220,11 +220,14 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             if role is None:
                 raise RuntimeError(f"op '{op}' before 'load'")
             channel._current_phase[0] = "run" if _STATE["gpu"] else None
+            channel.take_steps()  # this op's steps only
             try:
                 reply = role.handle(op, msg)
             finally:
                 channel._current_phase[0] = None
-            channel.send({"event": "reply", "op": op, **reply, "nonce": msg.get("nonce")})
+            steps = channel.take_steps()
+            channel.send({"event": "reply", "op": op, **reply, **({"steps_s": steps} if steps else {}),
+                          "nonce": msg.get("nonce")})
         except BaseException as e:
             from .errors import Failure, out_of_device_memory
             if isinstance(e, Failure):

@@ -359,7 +359,8 @@ class ReferenceSide(Side):
         rec, masks, call = self.expected.pop((case, trial))
         out = str(self.xdir / f"out-{case}-{trial}.pt")
         try:
-            got = load(out)  # tensors stay where they were
+            with channel.step("load"):
+                got = load(out)  # tensors stay where they were
         except Exception as e:
             return {"passed": False, "detail": f"no outputs to compare: {e}", "max_abs": None, "max_rel": None}
         if not isinstance(got, dict) or (self.unit != "tests" and "output" not in got):
@@ -370,10 +371,12 @@ class ReferenceSide(Side):
             return {"passed": False, "max_abs": None, "max_rel": None, "left_out": [],
                     "detail": "writes outside its tensors: " + "; ".join(map(str, oob[:3]))}
         notes: list[str] = []
-        c = self.compare_record(rec, got, masks, call, notes)
+        with channel.step("compare"):
+            c = self.compare_record(rec, got, masks, call, notes)
         varied = False
         if not c.ok and not c.structure:
-            c, notes, varied = self.recheck(case, trial, rec, masks, call, out, c, notes)
+            with channel.step("recheck"):
+                c, notes, varied = self.recheck(case, trial, rec, masks, call, out, c, notes)
         detail = c.detail if c.ok else _with_reads(c.detail, rec, got)
         # A value that still differs where the original reads memory outside its tensors may
         # have no one right value: it mixes in what lies there, which another process lays out

@@ -23,6 +23,7 @@ import types
 from pathlib import Path
 from typing import Any, Optional
 
+from . import channel
 from .errors import Failure, classify
 from .exchange import Allocations, clone_layout, given_copies, input_breaches, leaves, to_plain, unchanged_inputs
 from .inputs import Call, seed_all
@@ -311,6 +312,8 @@ class Side:
             ref_sp, cand_sp = max(ref_sp, pt.ref_spread_pct), max(cand_sp, pt.cand_spread_pct)
             reps += pt.reps
             per_call.append([pt.reps, pt.ref_ms, pt.cand_ms])
+            for name, seconds in pt.steps.items():
+                channel.add_step(name, seconds)
             methods.add(pt.method)
             if pt.note:
                 notes.add(pt.note)

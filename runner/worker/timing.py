@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -79,6 +79,8 @@ class PairTiming:
     ref_wall_ms: float
     cand_wall_ms: float
     note: Optional[str] = None
+    steps: dict[str, float] = field(default_factory=dict)
+    """Seconds of each step of this measurement: warmup, calibrate, probe, measure, wall_check."""
 
 
 def _median_spread(samples: list[float]) -> tuple[float, float]:
@@ -184,6 +186,14 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
               min_reps: int, max_reps: int, flush_bytes: int, flush_l2: bool,
               cuda_graph_below_us: float) -> PairTiming:
     fns = {"ref": ref, "cand": cand}
+    steps: dict[str, float] = {}
+    mark = [perf_counter()]
+
+    def done(name: str) -> None:
+        now = perf_counter()
+        steps[name] = steps.get(name, 0.0) + now - mark[0]
+        mark[0] = now
+
     # Warm-up: the sides alternate in two rounds until about warmup_ms has passed in all
     # (back-to-back calls, at least 3 per side and round). The correctness trials just ran both
     # on the device, so this brings clocks and caches to a steady state; it is not a first run.
@@ -197,16 +207,19 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
         for side, fn in fns.items():
             n = max(3, min(500, int(warmup_ms / 4 / est[side])))
             est[side] = max(_event_time(fn, n), 1e-4)
+    done("warmup")
 
     flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device="cuda") if flush_l2 else None
     # Spin long enough to cover the host's enqueue of (start, call, end), with margin.
     rate = _spin_cycles_per_us()
     spin_us = {s: min(2000.0, 2.0 * _host_us(fn) + 20.0) for s, fn in fns.items()}
     spin = {s: int(rate * us) for s, us in spin_us.items()} if rate else {}
+    done("calibrate")
     # A short probe of device time per call decides the method and the number of reps.
     t0 = perf_counter()
     probe = _event_reps(fns, 3, flush, spin)
     probe_wall_ms = (perf_counter() - t0) * 1e3 / 3
+    done("probe")
     dev = {s: statistics.median(v) for s, v in probe.items()}
     method, note, reps = "events", None, 0
     ref_ms = cand_ms = ref_sp = cand_sp = 0.0
@@ -229,13 +242,16 @@ def time_pair(ref: Callable[[], Any], cand: Callable[[], Any], *, warmup_ms: flo
         ref_ms, ref_sp = _median_spread(samples["ref"])
         cand_ms, cand_sp = _median_spread(samples["cand"])
     del flush
+    done("measure")
 
     # The cross-check spends about half of rep_ms per side (50 ms at the default 100).
     wall_calls = max(5, min(200, int(max(rep_ms / 2, 5.0) / max(est["ref"], est["cand"]))))
     ref_wall = _wall_time(ref, wall_calls)
     cand_wall = _wall_time(cand, wall_calls)
+    done("wall_check")
     return PairTiming(ref_ms=ref_ms, cand_ms=cand_ms, ref_spread_pct=ref_sp, cand_spread_pct=cand_sp,
-                      reps=reps, method=method, ref_wall_ms=ref_wall, cand_wall_ms=cand_wall, note=note)
+                      reps=reps, method=method, ref_wall_ms=ref_wall, cand_wall_ms=cand_wall, note=note,
+                      steps=steps)
 
 
 def hidden_work(t: PairTiming) -> Optional[str]:
