@@ -314,30 +314,29 @@ class CandidateSide(Side):
 
     def time(self, case: int) -> dict:
         self.pins.lift()  # each side's autotuner picks its own config for timing
-        prepared = channel._perf()
-        data = load(str(self.xdir / f"time-{case}.pt"))
-        pairs, calls = [], []
-        if self.unit == "tests":
-            for c in data:
-                ref_fn, cand_fn = lookup(self.ref_module, c["fn"]), lookup(self.cand_module, c["fn"])
-                if ref_fn is None or cand_fn is None:
-                    continue
-                # Each side's arguments made apart: an object the call passes is an instance of
-                # that side's own class of its name (the reference's where the candidate has none).
-                calls.append(Call(tuple(from_transfer(c["args"], self.ref_module)),
-                                  dict(from_transfer(c["kwargs"], self.ref_module))))
+        with channel.step("prepare"):
+            data = load(str(self.xdir / f"time-{case}.pt"))
+            pairs, calls = [], []
+            if self.unit == "tests":
+                for c in data:
+                    ref_fn, cand_fn = lookup(self.ref_module, c["fn"]), lookup(self.cand_module, c["fn"])
+                    if ref_fn is None or cand_fn is None:
+                        continue
+                    # Each side's arguments made apart: an object the call passes is an instance of
+                    # that side's own class of its name (the reference's where the candidate has none).
+                    calls.append(Call(tuple(from_transfer(c["args"], self.ref_module)),
+                                      dict(from_transfer(c["kwargs"], self.ref_module))))
+                    mine = (self.cand_module, self.ref_module)
+                    cand_call = Call(tuple(from_transfer(clone_layout(c["args"]), *mine)),
+                                     dict(from_transfer(clone_layout(c["kwargs"]), *mine)))
+                    pairs.append(self._pair(ref_fn, cand_fn, calls[-1], cand_call))
+            else:
+                calls.append(Call(tuple(from_transfer(data["args"], self.ref_module)),
+                                  dict(from_transfer(data["kwargs"], self.ref_module))))
                 mine = (self.cand_module, self.ref_module)
-                cand_call = Call(tuple(from_transfer(clone_layout(c["args"]), *mine)),
-                                 dict(from_transfer(clone_layout(c["kwargs"]), *mine)))
-                pairs.append(self._pair(ref_fn, cand_fn, calls[-1], cand_call))
-        else:
-            calls.append(Call(tuple(from_transfer(data["args"], self.ref_module)),
-                              dict(from_transfer(data["kwargs"], self.ref_module))))
-            mine = (self.cand_module, self.ref_module)
-            cand_call = Call(tuple(from_transfer(clone_layout(data["args"]), *mine)),
-                             dict(from_transfer(clone_layout(data["kwargs"]), *mine)))
-            pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0], cand_call))
-        channel.add_step("prepare", channel._perf() - prepared)
+                cand_call = Call(tuple(from_transfer(clone_layout(data["args"]), *mine)),
+                                 dict(from_transfer(clone_layout(data["kwargs"]), *mine)))
+                pairs.append(self._pair(self.function("reference"), self.function("candidate"), calls[0], cand_call))
         if not pairs:
             return {"timing": None}
         try:
