@@ -404,7 +404,10 @@ class EvalResult:
     (device_wait), holding it shared and alone (device_read, device_write; both workers
     counted) and, on a busy runner, waiting for a free worker slot (slot_wait). And each op's
     steps as its worker timed them, named ``op.step``: ``candidate.inputs``, ``candidate.call``,
-    ``candidate.save`` (taking the inputs, the call, handing the record over), ``judge.load``,
+    ``candidate.save`` (taking the inputs, the call, handing the record over; within the call
+    ``candidate.copies``, ``candidate.fn`` with its ``candidate.launch`` steps, compiles
+    included, ``candidate.launch_bands``, ``candidate.sync``, ``candidate.record``,
+    ``candidate.bands``), ``judge.load``,
     ``judge.compare``, ``judge.recheck``, and the timing's ``time.prepare``, ``time.warmup``,
     ``time.calibrate``, ``time.probe``, ``time.measure``, ``time.wall_check``, ``time.work``
     (also under ``time_alone.`` and ``time_self.`` where the reference times itself). The

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import threading
 import time
@@ -19,6 +20,10 @@ from typing import Any, Callable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from .channel import step as _step  # the op's step timings (diagnostics), bound before any user code
+
+_NULL = contextlib.nullcontext()
 
 # Saved before any user code is imported: the harness times and synchronises through these.
 perf_counter = time.perf_counter
@@ -167,7 +172,9 @@ class LaunchRecorder:
                 if recorder.depth == 1:
                     # Inside a launch nothing is the user's own PyTorch work: leave the dispatch
                     # modes (the CPU interpreter runs many torch ops per launch).
-                    with _no_dispatch_modes():
+                    # A recorded call's launches are timed as a step (compiling included); the
+                    # timing loops' are not (no cost added to the launches being measured).
+                    with _no_dispatch_modes(), (_step("launch") if recorder.side is not None else _NULL):
                         return orig(fn_self, *args, **kwargs)
                 return orig(fn_self, *args, **kwargs)
             finally:
@@ -177,7 +184,7 @@ class LaunchRecorder:
                     if recorder.after_launch is not None:
                         inner = getattr(fn_self, "fn", None)
                         try:
-                            with _no_dispatch_modes():  # the check's own ops are nobody's work
+                            with _no_dispatch_modes(), _step("launch_bands"):  # nobody's work
                                 recorder.after_launch(args, kwargs, getattr(inner, "__name__", "a kernel"))
                         except Exception:
                             pass

@@ -158,17 +158,25 @@ class Side:
         """Unit ``symbol``: one call of ``fn`` on ``call`` (which it may modify). With ``given``
         (the candidate, whose inputs were handed to it), an input the call leaves exactly as
         handed is recorded as ``same_as_given()``."""
+        # The steps (``channel.step``: ``copies``, ``fn``, ``sync``, ``record``, ``bands``) say where a
+        # call's time goes beside the code's own; diagnostics only.
         seed_all(seed + 7)  # the random state at the call is the same on both sides
         flat = list(call.args) + list(call.kwargs.values())
-        copies = given_copies(flat) if given else None
+        with channel.step("copies"):
+            copies = given_copies(flat) if given else None
         alloc = Allocations(byte, self.launches, inputs=flat)
         with self.trees.device_ctx(), alloc, (ops if ops is not None else _null()):
-            out = fn(*call.args, **call.kwargs)
-            grads = self.gradients(out, call, seed)
-        self.sync()
-        rec = {"output": to_plain(out), "inputs_after": unchanged_inputs(flat, copies) if given else to_plain(flat),
-               "grads": grads,
-               "oob": list(dict.fromkeys(alloc.breaches() + input_breaches(flat))), "reads_outside": alloc.outside_reads()}
+            with channel.step("fn"):
+                out = fn(*call.args, **call.kwargs)
+                grads = self.gradients(out, call, seed)
+        with channel.step("sync"):
+            self.sync()
+        with channel.step("record"):
+            rec = {"output": to_plain(out),
+                   "inputs_after": unchanged_inputs(flat, copies) if given else to_plain(flat), "grads": grads}
+        with channel.step("bands"):
+            rec["oob"] = list(dict.fromkeys(alloc.breaches() + input_breaches(flat)))
+        rec["reads_outside"] = alloc.outside_reads()
         del out
         return rec
 
