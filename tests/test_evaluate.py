@@ -45,6 +45,16 @@ def test_target_against_itself(project, runner):
         <= steps["candidate.call"] + 0.003
 
 
+def test_a_gpu_workers_warm_up_runs_the_evaluators_own_paths():
+    """Each GPU worker runs the evaluator's own work around a call once before any job
+    (``warmup._harness_paths``), where an error is swallowed: here, on the CPU, it must run
+    through and leave nothing handed over or received."""
+    import torch
+    from runner.worker import channel, warmup
+    warmup._harness_paths(torch, "cpu")
+    assert channel._outbox == {} and channel._inbox == {}
+
+
 def test_an_ops_steps_are_kept_only_as_plausible_names_and_seconds():
     """A worker's ``steps_s`` are claims (the candidate's process can write anything on its
     channel): only short lowercase names with finite, non-negative seconds reach ``phases``,

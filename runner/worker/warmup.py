@@ -125,9 +125,51 @@ def gpu_worker() -> None:
         del g, x, y, z
     except Exception:
         pass
+    try:
+        _harness_paths(torch)
+    except Exception:
+        pass
     finally:
         try:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
         except Exception:
             pass
+
+
+_WARM_DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "uint8", "bool")
+
+
+def _harness_paths(torch, device: str = "cuda") -> None:
+    """The evaluator's own work around each recorded call and each record, on small throwaway
+    tensors of the usual dtypes (``gpu_worker``): guard bands made and checked
+    (``guarded_empty``, ``Guarded.breach``, ``guard_inputs``, ``input_breaches``), the inputs'
+    copies and the check that a call left them alone (``given_copies``, ``unchanged_inputs``),
+    the record (``to_plain``), the judge's comparison (``compare``, ``bitwise_equal``), and a
+    device tensor handed over and read back (``save`` through host memory, ``load`` onto the
+    device). Each of these runs PyTorch kernels of its own whose first use in a process loads
+    them; a candidate's worker is used once, so without this every evaluation paid for it."""
+    from . import channel
+    from .compare import bitwise_equal, compare
+    from .exchange import (OFF_DEVICE_MIN_BYTES, PATTERN_A, given_copies, guard_inputs, guarded_empty,
+                           input_breaches, load, save, to_plain, unchanged_inputs)
+    for name in _WARM_DTYPES:
+        dt = getattr(torch, name)
+        t = torch.ones(4096, device=device, dtype=dt)
+        out, band = guarded_empty(t, PATTERN_A if dt.is_floating_point else None)
+        band.breach()
+        flat = [guard_inputs(t)]
+        input_breaches(flat)
+        copies = given_copies(flat)
+        unchanged_inputs(flat, copies)
+        plain = to_plain(out)
+        compare(t, plain)  # the pattern: a mismatch, described
+        compare(t, t.clone())
+        bitwise_equal(t, plain)
+    big = torch.zeros(OFF_DEVICE_MIN_BYTES // 4 + 1024, device=device)
+    save("warm-record.pt", {"output": big, "inputs_after": [None], "grads": None})
+    channel.loop_back()
+    load("warm-record.pt")
+    channel.forget_received()
+    if device == "cuda":
+        torch.cuda.synchronize()
