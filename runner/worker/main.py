@@ -100,7 +100,13 @@ def prepare(requested: str) -> bool:
     # user code that does (torch.compile) rebinds torch.manual_seed, which the integrity
     # snapshot tells apart from a replacement (guards.IntegritySnapshot).
     import numpy  # noqa: F401
+    import numpy.random  # noqa: F401  (each call's seed_all seeds it: 5-10 ms to import in every worker)
     import triton  # noqa: F401
+    # What leaving the dispatch modes imports (torch's functional, schema-check and proxy modes),
+    # which the launch recorder does at every launch: once here, not at each worker's first launch.
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        pass
 
     from . import candidate, compare, exchange, guards, inputs, reference, timing  # noqa: F401
     # The launch recorder describes every launch with runner.aot: imported here, once, not at
