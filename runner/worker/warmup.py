@@ -23,15 +23,21 @@ def _touch(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
 
 
+def _hand_over_and_back(obj) -> None:
+    """``obj`` handed over (``exchange.save``) and read back (``load``) in this process, as if
+    from the other side; nothing stays handed or received."""
+    from . import channel
+    from .exchange import load, save
+    save("warm.pt", obj)
+    channel.loop_back()
+    load("warm.pt")
+    channel.forget_received()
+
+
 def warm(interpreter: bool) -> None:
     import torch
 
-    from . import channel
-    from .exchange import load, save
-    save("w.pt", {"y": torch.zeros(4), "n": [1, 2.0, None]})
-    channel.loop_back()
-    load("w.pt")
-    channel.forget_received()
+    _hand_over_and_back({"y": torch.zeros(4), "n": [1, 2.0, None]})
     if interpreter:
         _touch[(1,)](torch.zeros(64), 64, BLOCK=64)
 
@@ -149,10 +155,9 @@ def _harness_paths(torch, device: str = "cuda") -> None:
     device tensor handed over and read back (``save`` through host memory, ``load`` onto the
     device). Each of these runs PyTorch kernels of its own whose first use in a process loads
     them; a candidate's worker is used once, so without this every evaluation paid for it."""
-    from . import channel
     from .compare import bitwise_equal, compare
     from .exchange import (OFF_DEVICE_MIN_BYTES, PATTERN_A, given_copies, guard_inputs, guarded_empty,
-                           input_breaches, load, save, to_plain, unchanged_inputs)
+                           input_breaches, to_plain, unchanged_inputs)
     for name in _WARM_DTYPES:
         dt = getattr(torch, name)
         t = torch.ones(4096, device=device, dtype=dt)
@@ -167,9 +172,6 @@ def _harness_paths(torch, device: str = "cuda") -> None:
         compare(t, t.clone())
         bitwise_equal(t, plain)
     big = torch.zeros(OFF_DEVICE_MIN_BYTES // 4 + 1024, device=device)
-    save("warm-record.pt", {"output": big, "inputs_after": [None], "grads": None})
-    channel.loop_back()
-    load("warm-record.pt")
-    channel.forget_received()
+    _hand_over_and_back({"output": big, "inputs_after": [None], "grads": None})
     if device == "cuda":
         torch.cuda.synchronize()
