@@ -109,7 +109,7 @@ def main() -> int:
         runner.warm(args.workers)
         report["device_name"] = runner.device_info().name
         runner.evaluate(requests("warm")[0])  # one evaluation before the clock (reference compiled)
-        lat, statuses, phases = [], [], {}
+        lat, statuses, phases, how, spreads = [], [], {}, {}, []
         ops.clear()
         for req in requests("seq"):
             t0 = time.perf_counter()
@@ -118,11 +118,16 @@ def main() -> int:
             statuses.append(r.status)
             for k, v in (getattr(r, "phases", None) or {}).items():
                 phases.setdefault(k, []).append(v)
+            for c in getattr(r, "cases", None) or []:  # how each case was timed: method and repetitions
+                if c.timing is not None:
+                    how[f"{c.timing.method} x{c.timing.reps}"] = how.get(f"{c.timing.method} x{c.timing.reps}", 0) + 1
+                    spreads.append(max(c.timing.ref_spread_pct, c.timing.cand_spread_pct))
         seq_ops = {k: [round(sum(v) / len(lat), 3), len(v)] for k, v in ops.items()}
         reqs = requests("batch")
         t0 = time.perf_counter()
         results = runner.evaluate_many(reqs)
         wall = time.perf_counter() - t0
+        lock = getattr(runner, "device_time", dict)()  # seconds timing held the GPU alone, readers held it, a timing waited
     lat_sorted = sorted(lat)
     report.update(
         p50_s=statistics.median(lat), p95_s=lat_sorted[int(0.95 * (len(lat) - 1))],
@@ -130,12 +135,15 @@ def main() -> int:
         batch_per_minute=60 * len(reqs) / wall, batch_ok=sum(r.status == "ok" for r in results),
         statuses=sorted(set(statuses) | {r.status for r in results}),
         phases_p50_s={k: round(statistics.median(v), 3) for k, v in phases.items()},
-        ops_s_per_evaluation=seq_ops)
+        ops_s_per_evaluation=seq_ops, timed_as=how, device_lock_s=lock,
+        spread_pct_p50=round(statistics.median(spreads), 2) if spreads else None)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"latency-{args.label}.json").write_text(json.dumps(report, indent=1))
     print(f"{args.label}: p50 {report['p50_s']:.3f} s, p95 {report['p95_s']:.3f} s, sequence "
           f"{report['sequence_per_minute']:.0f}/min ({report['sequence_ok']}/{args.n} ok), batch "
           f"{report['batch_per_minute']:.0f}/min with {args.workers} workers ({report['batch_ok']}/{args.n} ok)"
+          + (f"; timed as {how}, spread p50 {report['spread_pct_p50']}%" if how else "")
+          + f"; device lock {lock}"
           + (f"; phases p50 {report['phases_p50_s']}" if phases else "")
           + (f"; seconds per evaluation in [op: s, calls] {seq_ops}" if seq_ops else ""))
     return 0

@@ -53,6 +53,12 @@ def test_a_gpu_workers_warm_up_runs_the_evaluators_own_paths():
     from runner.worker import channel, warmup
     warmup._harness_paths(torch, "cpu")
     assert channel._outbox == {} and channel._inbox == {}
+    # The pool asks for it one part per op, until a part says none follows; every dtype the
+    # harness paths cover is a part of its own, and the record comes last.
+    parts = warmup.GPU_PARTS
+    assert set(warmup._WARM_DTYPES) <= set(parts) and parts[-1] == "record" and len(set(parts)) == len(parts)
+    assert [warmup.gpu_part(i, "cpu") for i in range(len(parts))] == [True] * (len(parts) - 1) + [False]
+    assert channel._outbox == {} and channel._inbox == {}
 
 
 def test_an_ops_steps_are_kept_only_as_plausible_names_and_seconds():

@@ -233,3 +233,31 @@ def test_the_fork_server_runs_the_runner_the_pool_came_from():
     from pathlib import Path
     from runner.judge import pool
     assert (Path(pool._PACKAGE_PARENT) / "runner" / "judge" / "pool.py").resolve() == Path(pool.__file__).resolve()
+
+
+def test_a_fresh_workers_warm_up_waits_for_a_timing_and_is_not_counted_as_an_evaluations(project):
+    """A fresh worker's warm-up (``Pool._warm``) runs kernels on the GPU, so each part holds the
+    device lock for reading, as any op that runs kernels does: while a timing holds the lock alone
+    the warm-up waits, and it goes on once the timing lets go. What it cost (its wait, its op) is
+    the spare's, not the next evaluation's. The worker here is a CPU one that the pool takes for a
+    GPU worker, so the lock is taken as on a GPU; the worker answers the part with nothing to do."""
+    import dataclasses
+    from runner.judge.pool import WorkerPool
+    pool = WorkerPool(size=1, device="interpreter", spares=0)
+    try:
+        job = pool._spawn()
+        assert job.alive() and job.op_s == {} and job.wait_s == 0.0  # warmed on the CPU: zeroed after
+        job.device = dataclasses.replace(job.device, backend="cuda")
+        assert job.device.is_gpu
+        done = threading.Event()
+        assert pool.device_lock.acquire_write()  # a timing holds the GPU alone
+        t = threading.Thread(target=lambda: (pool._warm(job), done.set()), daemon=True)
+        t.start()
+        assert not done.wait(0.5), "the warm-up ran while a timing held the GPU alone"
+        pool.device_lock.release_write()
+        assert done.wait(10)
+        assert job.wait_s == 0.0 and job.held_s == {"read": 0.0, "write": 0.0} and job.op_s == {}
+        assert pool.device_lock.acquire_write(time.monotonic() + 1)  # the warm-up gave the lock back
+        pool.device_lock.release_write()
+    finally:
+        pool.close()

@@ -387,6 +387,7 @@ class WorkerPool:
                         return job
                     with self._cond:
                         self._info = self._info or job.device
+                    self._warm(job)
                     if job.device.is_gpu:  # no user code has run there yet: its warm-up's compiles
                         from ..tcache import WARM  # (not at the top: it imports triton where it can)
                         promote_compiles(job, self.compile_cache, WARM)  # spare the next spares theirs
@@ -394,6 +395,26 @@ class WorkerPool:
         except BaseException:
             job.close()
             raise
+
+    def _warm(self, job: WorkerProcess) -> None:
+        """A fresh worker's warm-up (``runner.worker.warmup.gpu_part``), one part per ``warm`` op,
+        each holding the device lock for reading, as any op that runs kernels does: the warm-up's
+        kernels are on the GPU that another evaluation may be timing, and timing takes the lock
+        alone. A timing that asks meanwhile waits for the part in hand (milliseconds), not for
+        the whole warm-up. What the ops cost is the spare's, not an evaluation's: its counts are
+        zeroed after. On the CPU the worker answers the first part with nothing to do."""
+        part = 0
+        try:
+            while True:
+                reply = job.call({"op": "warm", "part": part}, "read", Budget(self.start_timeout))
+                if reply.get("failure") or not reply.get("more"):
+                    break
+                part += 1
+        except Stopped as e:
+            why = f"{e.kind}: {e.message}" if e.message else e.kind
+            raise PoolError(f"a worker could not start: it stopped during its warm-up ({why})") from None
+        finally:
+            job.new_evaluation()
 
     @property
     def target_spares(self) -> int:

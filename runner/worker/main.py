@@ -3,8 +3,9 @@
 ``prepare`` runs once in the fork server: it chooses the device (before triton is imported:
 ``TRITON_INTERPRET`` is read when a kernel is decorated), imports torch, triton and the runner's
 worker-side modules, and installs the launch recorder. ``serve`` runs in each forked worker: it
-locks the process down (``runner.sandbox``), creates the CUDA context, says hello, then answers
-the pool's ops for one role until told to exit:
+locks the process down (``runner.sandbox``), creates the CUDA context, says hello, runs its
+warm-up one part per ``warm`` op (``runner.worker.warmup.gpu_part``; the pool holds the device lock
+for reading through each), then answers the pool's ops for one role until told to exit:
 
 * ``reference`` (``runner.worker.reference``): imports only the reference tree, finds the input cases,
   runs the reference, and judges the candidate's outputs against it. It never imports candidate
@@ -189,8 +190,7 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
             # Some PyTorch versions count devices through NVML even once CUDA is up; NVML may see
             # none inside the sandbox ("Invalid device id"). The driver's count is the true one.
             torch.cuda._cached_device_count = torch._C._cuda_getDeviceCount()
-            from . import warmup
-            warmup.gpu_worker()
+            # Its warm-up comes after the hello, one part per "warm" op (warmup.gpu_part).
         info = devices.detect("interpreter" if requested == "compile" else requested)
     except BaseException as e:
         why = f"{type(e).__name__}: {e}"
@@ -216,6 +216,19 @@ def serve(fd: int, scratch: str, ns: dict, keeper: int) -> int:
         if not op:
             continue
         try:
+            if op == "warm":  # a fresh worker's warm-up, before any job: one part per op
+                if role is not None:
+                    raise RuntimeError("op 'warm' after 'load'")
+                more = False
+                if _STATE["gpu"]:
+                    from . import warmup
+                    channel._current_phase[0] = "run"  # a compile in it gives the device lock back
+                    try:
+                        more = warmup.gpu_part(int(msg.get("part") or 0))
+                    finally:
+                        channel._current_phase[0] = None
+                channel.send({"event": "reply", "op": op, "more": more, "nonce": msg.get("nonce")})
+                continue
             if op in ("load", "attach"):  # this evaluation's layer of the shared compile cache
                 os.environ["GEAK_TRITON_LAYER"] = str(msg.get("layer") or "")
                 channel.forget_received()  # what the last evaluation's other side handed over

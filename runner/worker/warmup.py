@@ -89,89 +89,119 @@ def compile_pipeline(both: bool = False) -> None:
                 os.environ["TRITON_CACHE_DIR"] = old
 
 
-def gpu_worker() -> None:
-    """In each GPU worker, once its context is up and before it says hello (so before any user
-    code, and while it waits as a spare, not while an evaluation waits for it): the first use of
-    each CUDA operation in a process costs far more than later ones (PyTorch loads its kernels'
-    modules lazily; events, streams, graphs and the spin used by timing set themselves up; the
-    first Triton launch loads the driver's helpers). Run the operations every evaluation uses
-    once, on throwaway tensors, then give back all they held: nothing of it stays for the job
-    but warm code. Best effort: an error here is left for the job's own first use to report."""
+_WARM_DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "uint8", "bool")
+
+# A GPU worker's warm-up, in parts: the pool asks for one part per op after the worker's hello,
+# each holding the device lock for reading (``runner.judge.pool.Pool._warm``).
+GPU_PARTS = ("ops", "launch", *_WARM_DTYPES, "record")
+
+
+def gpu_part(index: int, device: str = "cuda") -> bool:
+    """Part ``index`` of ``GPU_PARTS`` of a GPU worker's warm-up; whether another part follows.
+
+    In each GPU worker, once it has said hello and before any job (so while it waits as a
+    spare, not while an evaluation waits for it): the first use of each CUDA operation in a
+    process costs far more than later ones (PyTorch loads its kernels' modules lazily; events,
+    streams, graphs and the spin used by timing set themselves up; the first Triton launch loads
+    the driver's helpers). Run the operations every evaluation uses once, on throwaway tensors,
+    then give back all they held: nothing of it stays for the job but warm code.
+
+    These are kernels on the GPU that another evaluation may be timing. The pool sends each part
+    as an op of its own holding the device lock for reading, so no part runs while a timing
+    holds the lock alone, and a timing waits for one part at most, not for the whole warm-up.
+    Best effort: an error here is left for the job's own first use to report."""
     import torch
 
-    from . import timing
+    name = GPU_PARTS[index] if 0 <= index < len(GPU_PARTS) else None
     try:
-        x = torch.randn(1 << 12, device="cuda")
-        y = torch.empty_like(x)
-        y.copy_(x)
-        y.fill_(0.5)
-        torch.rand(16, device="cuda")
-        torch.randint(0, 8, (16,), device="cuda")
-        torch.zeros(16, device="cuda", dtype=torch.int32).cpu()
-        z = (x - y).abs()
-        torch.isfinite(z).all().item()
-        torch.isclose(x, y).sum().item()
-        z.max().item()
-        for dt in (torch.float16, torch.bfloat16):
-            x.to(dt).float()
-        x.cpu()
-        torch.ones(16).to("cuda")
-        _touch[(4,)](x, x.numel(), BLOCK=1024)
-        timing._spin_cycles_per_us()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            y.add_(1.0)
-        torch.cuda.current_stream().wait_stream(stream)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            y.add_(1.0)
-        g.replay()
-        torch.cuda.synchronize()
-        del g, x, y, z
-    except Exception:
-        pass
-    try:
-        _harness_paths(torch)
+        if name == "ops":
+            _cuda_ops(torch)
+        elif name == "launch":
+            from . import timing
+            x = torch.zeros(1 << 12, device=device)
+            _touch[(4,)](x, x.numel(), BLOCK=1024)
+            if device == "cuda":
+                timing._spin_cycles_per_us()
+        elif name in _WARM_DTYPES:
+            _harness_dtype(torch, name, device)
+        elif name == "record":
+            _harness_record(torch, device)
     except Exception:
         pass
     finally:
-        try:
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-        except Exception:
-            pass
+        if device == "cuda":
+            try:
+                torch.cuda.synchronize()
+                if name == GPU_PARTS[-1]:
+                    torch.cuda.empty_cache()
+            except Exception:
+                pass
+    return index + 1 < len(GPU_PARTS)
 
 
-_WARM_DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "uint8", "bool")
+def _cuda_ops(torch) -> None:
+    """PyTorch's own CUDA operations that every evaluation uses: random and fill kernels,
+    copies, comparisons, dtype casts, a side stream, a small CUDA graph."""
+    x = torch.randn(1 << 12, device="cuda")
+    y = torch.empty_like(x)
+    y.copy_(x)
+    y.fill_(0.5)
+    torch.rand(16, device="cuda")
+    torch.randint(0, 8, (16,), device="cuda")
+    torch.zeros(16, device="cuda", dtype=torch.int32).cpu()
+    z = (x - y).abs()
+    torch.isfinite(z).all().item()
+    torch.isclose(x, y).sum().item()
+    z.max().item()
+    for dt in (torch.float16, torch.bfloat16):
+        x.to(dt).float()
+    x.cpu()
+    torch.ones(16).to("cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        y.add_(1.0)
+    torch.cuda.current_stream().wait_stream(stream)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y.add_(1.0)
+    g.replay()
 
 
 def _harness_paths(torch, device: str = "cuda") -> None:
     """The evaluator's own work around each recorded call and each record, on small throwaway
-    tensors of the usual dtypes (``gpu_worker``): guard bands made and checked
-    (``guarded_empty``, ``Guarded.breach``, ``guard_inputs``, ``input_breaches``), the inputs'
-    copies and the check that a call left them alone (``given_copies``, ``unchanged_inputs``),
-    the record (``to_plain``), the judge's comparison (``compare``, ``bitwise_equal``), and a
-    device tensor handed over and read back (``save`` through host memory, ``load`` onto the
-    device). Each of these runs PyTorch kernels of its own whose first use in a process loads
-    them; a candidate's worker is used once, so without this every evaluation paid for it."""
-    from .compare import bitwise_equal, compare
-    from .exchange import (OFF_DEVICE_MIN_BYTES, PATTERN_A, given_copies, guard_inputs, guarded_empty,
-                           input_breaches, to_plain, unchanged_inputs)
+    tensors of the usual dtypes (the parts of ``gpu_part`` after "launch"): guard bands made and
+    checked (``guarded_empty``, ``Guarded.breach``, ``guard_inputs``, ``input_breaches``), the
+    inputs' copies and the check that a call left them alone (``given_copies``,
+    ``unchanged_inputs``), the record (``to_plain``), the judge's comparison (``compare``,
+    ``bitwise_equal``), and a device tensor handed over and read back (``save`` through host
+    memory, ``load`` onto the device). Each of these runs PyTorch kernels of its own whose first
+    use in a process loads them; a candidate's worker is used once, so without this every
+    evaluation paid for it."""
     for name in _WARM_DTYPES:
-        dt = getattr(torch, name)
-        t = torch.ones(4096, device=device, dtype=dt)
-        out, band = guarded_empty(t, PATTERN_A if dt.is_floating_point else None)
-        band.breach()
-        flat = [guard_inputs(t)]
-        input_breaches(flat)
-        copies = given_copies(flat)
-        unchanged_inputs(flat, copies)
-        plain = to_plain(out)
-        compare(t, plain)  # the pattern: a mismatch, described
-        compare(t, t.clone())
-        bitwise_equal(t, plain)
+        _harness_dtype(torch, name, device)
+    _harness_record(torch, device)
+
+
+def _harness_dtype(torch, name: str, device: str) -> None:
+    from .compare import bitwise_equal, compare
+    from .exchange import (PATTERN_A, given_copies, guard_inputs, guarded_empty, input_breaches, to_plain,
+                           unchanged_inputs)
+    dt = getattr(torch, name)
+    t = torch.ones(4096, device=device, dtype=dt)
+    out, band = guarded_empty(t, PATTERN_A if dt.is_floating_point else None)
+    band.breach()
+    flat = [guard_inputs(t)]
+    input_breaches(flat)
+    copies = given_copies(flat)
+    unchanged_inputs(flat, copies)
+    plain = to_plain(out)
+    compare(t, plain)  # the pattern: a mismatch, described
+    compare(t, t.clone())
+    bitwise_equal(t, plain)
+
+
+def _harness_record(torch, device: str) -> None:
+    from .exchange import OFF_DEVICE_MIN_BYTES
     big = torch.zeros(OFF_DEVICE_MIN_BYTES // 4 + 1024, device=device)
     _hand_over_and_back({"output": big, "inputs_after": [None], "grads": None})
-    if device == "cuda":
-        torch.cuda.synchronize()
