@@ -92,7 +92,7 @@ def compile_pipeline(both: bool = False) -> None:
 _WARM_DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "uint8", "bool")
 
 # A GPU worker's warm-up, in parts: the pool asks for one part per op after the worker's hello,
-# each holding the device lock for reading (``runner.judge.pool.Pool._warm``).
+# each holding the device lock for reading (``runner.judge.pool.WorkerPool._warm``).
 GPU_PARTS = ("ops", "launch", *_WARM_DTYPES, "record")
 
 
