@@ -120,7 +120,8 @@ def main() -> int:
                 phases.setdefault(k, []).append(v)
             for c in getattr(r, "cases", None) or []:  # how each case was timed: method and repetitions
                 if c.timing is not None:
-                    how[f"{c.timing.method} x{c.timing.reps}"] = how.get(f"{c.timing.method} x{c.timing.reps}", 0) + 1
+                    key = f"{c.timing.method} x{c.timing.reps}"
+                    how[key] = how.get(key, 0) + 1
                     spreads.append(max(c.timing.ref_spread_pct, c.timing.cand_spread_pct))
         seq_ops = {k: [round(sum(v) / len(lat), 3), len(v)] for k, v in ops.items()}
         reqs = requests("batch")

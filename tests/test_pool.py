@@ -236,7 +236,7 @@ def test_the_fork_server_runs_the_runner_the_pool_came_from():
 
 
 def test_a_fresh_workers_warm_up_waits_for_a_timing_and_is_not_counted_as_an_evaluations(project):
-    """A fresh worker's warm-up (``Pool._warm``) runs kernels on the GPU, so each part holds the
+    """A fresh worker's warm-up (``WorkerPool._warm``) runs kernels on the GPU, so each part holds the
     device lock for reading, as any op that runs kernels does: while a timing holds the lock alone
     the warm-up waits, and it goes on once the timing lets go. What it cost (its wait, its op) is
     the spare's, not the next evaluation's. The worker here is a CPU one that the pool takes for a
