@@ -198,7 +198,13 @@ def test_an_evaluation_that_waits_past_its_limit_for_a_slot_ends_as_a_timeout(pr
         pool.warm(2)
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             slow = ex.submit(project.evaluate, ev, "ref.py::add_relu", "slow.py::add_relu", cases=[0], trials=1)
-            time.sleep(1.0)
+            # Until the slow evaluation holds the only slot (building its request may take a
+            # while on a loaded machine), then a little into its 4 s.
+            deadline = time.monotonic() + 60
+            while pool._slots._value > 0 and time.monotonic() < deadline and not slow.done():
+                time.sleep(0.02)
+            assert pool._slots._value == 0, "the slow evaluation never took the slot"
+            time.sleep(0.3)
             t0 = time.monotonic()
             waited = project.evaluate(ev, "ref.py::add_relu", cases=[0], trials=1, limits=Limits(wait_s=1.0))
             took = time.monotonic() - t0
