@@ -47,11 +47,13 @@ def test_target_against_itself(project, runner):
 
 def test_a_gpu_workers_warm_up_runs_the_evaluators_own_paths():
     """Each GPU worker runs the evaluator's own work around a call once before any job
-    (``warmup._harness_paths``), where an error is swallowed: here, on the CPU, it must run
+    (``warmup._harness_dtype`` for each dtype, then ``warmup._harness_record``), where an error is swallowed: here, on the CPU, it must run
     through and leave nothing handed over or received."""
     import torch
     from runner.worker import channel, warmup
-    warmup._harness_paths(torch, "cpu")
+    for name in warmup._WARM_DTYPES:
+        warmup._harness_dtype(torch, name, "cpu")
+    warmup._harness_record(torch, "cpu")
     assert channel._outbox == {} and channel._inbox == {}
     # The pool asks for it one part per op, until a part says none follows; every dtype the
     # harness paths cover is a part of its own, and the record comes last.

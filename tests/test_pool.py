@@ -252,7 +252,7 @@ def test_a_fresh_workers_warm_up_waits_for_a_timing_and_is_not_counted_as_an_eva
     pool = WorkerPool(size=1, device="interpreter", spares=0)
     try:
         job = pool._spawn()
-        assert job.alive() and job.op_s == {} and job.wait_s == 0.0  # warmed on the CPU: zeroed after
+        assert job.alive() and job.op_s == {} and job.wait_s == 0.0  # a CPU worker: no warm-up, nothing counted
         job.device = dataclasses.replace(job.device, backend="cuda")
         assert job.device.is_gpu
         done = threading.Event()

@@ -387,8 +387,9 @@ class WorkerPool:
                         return job
                     with self._cond:
                         self._info = self._info or job.device
-                    self._warm(job)
-                    if job.device.is_gpu:  # no user code has run there yet: its warm-up's compiles
+                    if job.device.is_gpu:
+                        self._warm(job)
+                        # No user code has run there yet: its warm-up's compiles
                         from ..tcache import WARM  # (not at the top: it imports triton where it can)
                         promote_compiles(job, self.compile_cache, WARM)  # spare the next spares theirs
                     return job
@@ -402,7 +403,7 @@ class WorkerPool:
         kernels are on the GPU that another evaluation may be timing, and timing takes the lock
         alone. A timing that asks meanwhile waits for the part in hand (milliseconds), not for
         the whole warm-up. What the ops cost is the spare's, not an evaluation's: its counts are
-        zeroed after. On the CPU the worker answers the first part with nothing to do."""
+        zeroed after. Only GPU workers are asked (a CPU worker has nothing to warm)."""
         part = 0
         try:
             while True:

@@ -168,22 +168,14 @@ def _cuda_ops(torch) -> None:
     g.replay()
 
 
-def _harness_paths(torch, device: str = "cuda") -> None:
-    """The evaluator's own work around each recorded call and each record, on small throwaway
-    tensors of the usual dtypes (the parts of ``gpu_part`` after "launch"): guard bands made and
-    checked (``guarded_empty``, ``Guarded.breach``, ``guard_inputs``, ``input_breaches``), the
-    inputs' copies and the check that a call left them alone (``given_copies``,
-    ``unchanged_inputs``), the record (``to_plain``), the judge's comparison (``compare``,
-    ``bitwise_equal``), and a device tensor handed over and read back (``save`` through host
-    memory, ``load`` onto the device). Each of these runs PyTorch kernels of its own whose first
-    use in a process loads them; a candidate's worker is used once, so without this every
-    evaluation paid for it."""
-    for name in _WARM_DTYPES:
-        _harness_dtype(torch, name, device)
-    _harness_record(torch, device)
-
-
 def _harness_dtype(torch, name: str, device: str) -> None:
+    """The evaluator's own work around each recorded call, on small throwaway tensors of dtype
+    ``name`` (a part of ``gpu_part``): guard bands made and checked (``guarded_empty``,
+    ``Guarded.breach``, ``guard_inputs``, ``input_breaches``), the inputs' copies and the check
+    that a call left them alone (``given_copies``, ``unchanged_inputs``), the record
+    (``to_plain``) and the judge's comparison (``compare``, ``bitwise_equal``). Each runs PyTorch
+    kernels of its own whose first use in a process loads them; a candidate's worker is used
+    once, so without this every evaluation paid for it."""
     from .compare import bitwise_equal, compare
     from .exchange import (PATTERN_A, given_copies, guard_inputs, guarded_empty, input_breaches, to_plain,
                            unchanged_inputs)
@@ -202,6 +194,8 @@ def _harness_dtype(torch, name: str, device: str) -> None:
 
 
 def _harness_record(torch, device: str) -> None:
+    """A device tensor handed over (``save`` through host memory) and read back (``load`` onto
+    the device), as each record is (the last part of ``gpu_part``)."""
     from .exchange import OFF_DEVICE_MIN_BYTES
     big = torch.zeros(OFF_DEVICE_MIN_BYTES // 4 + 1024, device=device)
     _hand_over_and_back({"output": big, "inputs_after": [None], "grads": None})
