@@ -100,3 +100,37 @@ def test_a_helper_the_test_reaches_may_be_renamed_but_not_changed(runner, tmp_pa
     more = text.replace("        out = torch.empty_like(x)\n", "        out = torch.empty_like(x)\n        lastdim_blocks(x, 1)\n")
     r = _tbg_verdict(runner, tmp_path, more)
     assert r.status == "mismatch" and "the test calls" in r.message, r.message
+
+
+def test_an_object_keeping_an_address_into_its_own_tensor_is_compared_by_the_offset(runner, tmp_path):
+    """TritonBench-G's relu_strided_buffer passes a ``StridedBuffer`` that keeps its base
+    tensor's ``data_ptr()`` plus an offset as an integer field. Where the base tensor lands
+    differs between runs (on an H100 its original was "cannot be checked": the field differed
+    between two runs of the original): the field is compared as the offset into the tensor the
+    object holds. A copy under another name is correct; a copy that keeps another offset is not."""
+    text = (Path(__file__).parent / "identity" / "view.py").read_text()
+    p = Project(tmp_path).write("view.py", text).write("dup_view.py", text)
+    r = p.evaluate(runner, "view.py::shifted_copy", "dup_view.py::shifted_copy", trials=3)
+    assert r.status == "ok" and r.correct, r.message
+    other = text.replace("offset * base.element_size()", "(offset + 1) * base.element_size()")
+    p.write("off_view.py", other)
+    r = p.evaluate(runner, "view.py::shifted_copy", "off_view.py::shifted_copy")
+    assert r.status == "mismatch" and "_data_ptr" in r.message and "bytes" in r.message, r.message
+
+
+def test_an_address_field_is_recorded_as_its_offset():
+    import torch
+    from runner.worker.exchange import to_plain
+
+    class Holder:
+        def __init__(self, base, k):
+            self.base, self.ptr, self.n = base, base.data_ptr() + k, 7
+
+    a, b = torch.zeros(4096), torch.zeros(8192)
+    ra, rb = to_plain(Holder(a, 40)), to_plain(Holder(b[4096:], 40))
+    assert ra["fields"]["ptr"] == "<address in base's memory + 40 bytes>"
+    assert rb["fields"]["ptr"] == "<address in base's memory + 16424 bytes>"  # the view's storage: 4096 floats in
+    assert ra["fields"]["n"] == 7 and to_plain(Holder(a, 44))["fields"]["ptr"] != ra["fields"]["ptr"]
+    far = Holder(a, 0)
+    far.ptr = a.data_ptr() + 10 * a.untyped_storage().nbytes()  # not inside: left as the number
+    assert to_plain(far)["fields"]["ptr"] == far.ptr

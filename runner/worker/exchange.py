@@ -108,6 +108,27 @@ def _users_class(cls: type) -> bool:
     return not os.path.realpath(f).startswith(tuple(_LIBRARY_PLACES))
 
 
+def _address_in(value: Any, fields: dict) -> Optional[str]:
+    """An integer field that is an address inside the memory of a tensor the same object holds
+    (a view object's ``data_ptr``, as TritonBench-G's ``StridedBuffer`` keeps one: its base
+    tensor's ``data_ptr()`` plus an offset) as that tensor's field and the offset, not the number:
+    where an allocation lands differs between processes and between runs, the offset does not.
+    None for any other value (compared as it is)."""
+    if type(value) is not int or value < 4096:
+        return None
+    for name, t in fields.items():
+        if not isinstance(t, torch.Tensor):
+            continue
+        try:
+            storage = t.untyped_storage()
+            base, size = storage.data_ptr(), storage.nbytes()
+        except Exception:
+            continue
+        if base and base <= value <= base + size:
+            return f"<address in {name}'s memory + {value - base} bytes>"
+    return None
+
+
 def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
     """An object as what it holds: its class's name within its module (``__qualname__``: the
     module's name is the file's, which a candidate's copy changes), and its state — an
@@ -128,14 +149,15 @@ def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
                                      for n, p in obj.named_parameters()},
                       "buffers": {n: b.detach().clone() if clone else b.detach() for n, b in obj.named_buffers()}}
         elif dataclasses.is_dataclass(obj):
-            fields = {f.name: _plain(getattr(obj, f.name), clone, seen, depth + 1)
-                      for f in dataclasses.fields(obj)}
+            raw = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+            fields = {k: _address_in(v, raw) or _plain(v, clone, seen, depth + 1) for k, v in raw.items()}
         elif _users_class(cls):
             state = getattr(obj, "__dict__", None)
             if isinstance(state, dict) and state:
                 items = [(k, v) for k, v in state.items()
                          if isinstance(k, str) and not k.startswith("__") and not callable(v)][:MAX_OBJECT_FIELDS]
-                fields = {k: _plain(v, clone, seen, depth + 1) for k, v in sorted(items)}
+                raw = dict(items)
+                fields = {k: _address_in(v, raw) or _plain(v, clone, seen, depth + 1) for k, v in sorted(items)}
     except Exception:
         fields = None
     if fields is not None:
