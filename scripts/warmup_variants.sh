@@ -15,8 +15,10 @@
 # are printed and OUT_DIR/latency-<variant><round>.json written. On the CPU the three are the
 # same (a CPU worker has no warm-up): there the script only shows that it runs.
 set -euo pipefail
-OUT=${1:?OUT_DIR}; ROUNDS=${2:-2}
-shift $(( $# >= 2 ? 2 : 1 )); [ "${1:-}" = "--" ] && shift
+OUT=${1:?OUT_DIR}; shift
+ROUNDS=2
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then ROUNDS=$1; shift; fi
+if [ "${1:-}" = "--" ]; then shift; fi
 args=("$@"); [ ${#args[@]} -gt 0 ] || args=(--n 20 --workers 2)
 here=$(pwd)
 mkdir -p "$OUT/variants"

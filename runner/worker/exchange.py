@@ -108,25 +108,30 @@ def _users_class(cls: type) -> bool:
     return not os.path.realpath(f).startswith(tuple(_LIBRARY_PLACES))
 
 
-def _address_in(value: Any, fields: dict) -> Optional[str]:
-    """An integer field that is an address inside the memory of a tensor the same object holds
+def _addresses(fields: dict) -> dict[str, str]:
+    """The integer fields that are addresses inside the memory of a tensor the same object holds
     (a view object's ``data_ptr``, as TritonBench-G's ``StridedBuffer`` keeps one: its base
-    tensor's ``data_ptr()`` plus an offset) as that tensor's field and the offset, not the number:
-    where an allocation lands differs between processes and between runs, the offset does not.
-    None for any other value (compared as it is)."""
-    if type(value) is not int or value < 4096:
-        return None
+    tensor's ``data_ptr()`` plus an offset), each as that tensor's field and the offset, not the
+    number: where an allocation lands differs between processes and between runs, the offset
+    does not. Any other field is left out (compared as it is)."""
+    ints = {k: v for k, v in fields.items() if type(v) is int and v >= 4096}
+    if not ints:
+        return {}
+    spans = []
     for name, t in fields.items():
-        if not isinstance(t, torch.Tensor):
-            continue
-        try:
-            storage = t.untyped_storage()
-            base, size = storage.data_ptr(), storage.nbytes()
-        except Exception:
-            continue
-        if base and base <= value <= base + size:
-            return f"<address in {name}'s memory + {value - base} bytes>"
-    return None
+        if isinstance(t, torch.Tensor):
+            try:
+                storage = t.untyped_storage()
+                spans.append((name, storage.data_ptr(), storage.nbytes()))
+            except Exception:
+                continue
+    found = {}
+    for k, v in ints.items():
+        for name, base, size in spans:
+            if base and base <= v <= base + size:
+                found[k] = f"<address in {name}'s memory + {v - base} bytes>"
+                break
+    return found
 
 
 def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
@@ -150,14 +155,15 @@ def _object(obj: Any, clone: bool, seen: set, depth: int) -> dict:
                       "buffers": {n: b.detach().clone() if clone else b.detach() for n, b in obj.named_buffers()}}
         elif dataclasses.is_dataclass(obj):
             raw = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-            fields = {k: _address_in(v, raw) or _plain(v, clone, seen, depth + 1) for k, v in raw.items()}
+            where = _addresses(raw)
+            fields = {k: where[k] if k in where else _plain(v, clone, seen, depth + 1) for k, v in raw.items()}
         elif _users_class(cls):
             state = getattr(obj, "__dict__", None)
             if isinstance(state, dict) and state:
                 items = [(k, v) for k, v in state.items()
                          if isinstance(k, str) and not k.startswith("__") and not callable(v)][:MAX_OBJECT_FIELDS]
-                raw = dict(items)
-                fields = {k: _address_in(v, raw) or _plain(v, clone, seen, depth + 1) for k, v in sorted(items)}
+                where = _addresses(dict(items))
+                fields = {k: where[k] if k in where else _plain(v, clone, seen, depth + 1) for k, v in sorted(items)}
     except Exception:
         fields = None
     if fields is not None:
