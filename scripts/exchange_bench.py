@@ -1,6 +1,6 @@
 """What moving a call's tensors between the reference's and the candidate's processes costs.
 
-    PYTHONPATH=<checkout> python scripts/exchange_bench.py [--mb 100] [--n 5]
+    PYTHONPATH=<checkout> python scripts/exchange_bench.py [--mb 100] [--n 5] [--device cuda] [--mechanism]
 
 Evaluates a PyTorch target that only copies its input (``x.clone()``), the target against
 itself, once with an input of ``--mb`` MB and once with 4 KB, on the local runner (CPU; one
@@ -15,6 +15,11 @@ written (``runner.worker.exchange.save``: a sealed memfd), checked as the pool c
 (``runner.judge.process.sealed``), loaded by the reader (``runner.worker.exchange.load``: mapped) and every
 byte read, then the same size of outputs back the same way. Passing a descriptor between
 processes costs the same whatever its size, so one process shows the cost per byte.
+
+``--device cuda``: the tensors live on the GPU. Storages of at least
+``exchange.DEVICE_PART_MIN_BYTES`` then cross as GPU memory (``runner.worker.devmem``) unless
+``GEAK_DEVICE_HANDOVER=0`` is set, which sends them through the host as before: run it both
+ways to compare.
 """
 
 from __future__ import annotations
@@ -46,20 +51,21 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--mechanism", action="store_true")
+    ap.add_argument("--device", default="interpreter", help="interpreter (CPU) or cuda")
     args = ap.parse_args()
     if args.mechanism:
-        return mechanism(args.mb, args.n)
+        return mechanism(args.mb, args.n, "cuda" if args.device == "cuda" else "cpu")
     from runner.serve.local import LocalRunner
     from runner.schema import EvalOptions
     from runner.source import build_request
-    runner = LocalRunner(workers=1, device="interpreter")
+    runner = LocalRunner(workers=1, device=args.device)
     out = {}
     try:
         with tempfile.TemporaryDirectory() as d:
             for label, n in (("small", 1024), ("large", int(args.mb * 2 ** 20 / 4))):
                 path = Path(d) / f"{label}.py"
                 path.write_text(TARGET.format(n=n))
-                opts = EvalOptions(trials=1, timing=False, device="interpreter",
+                opts = EvalOptions(trials=1, timing=False, device=args.device,
                                    interpreter_max_elements=1 << 30)
                 req, _, _ = build_request(f"{path}::same", None, opts, root=Path(d))
                 runs = []
@@ -80,14 +86,14 @@ def main() -> int:
     return 0
 
 
-def mechanism(mb: float, n: int) -> int:
+def mechanism(mb: float, n: int, device: str = "cpu") -> int:
     import torch
 
     from runner.worker import channel
     from runner.worker.exchange import load, save
     from runner.judge.process import sealed as _sealed
     half = int(mb * 2 ** 20 / 4 / 2)
-    inputs = {"args": [torch.randn(half), torch.randn(half)], "kwargs": {}}
+    inputs = {"args": [torch.randn(half, device=device), torch.randn(half, device=device)], "kwargs": {}}
     times = []
     for _ in range(n + 1):
         t0 = time.perf_counter()
@@ -95,6 +101,7 @@ def mechanism(mb: float, n: int) -> int:
         channel.loop_back()  # the pool's relay passes the descriptor on
         assert _sealed(channel.received("in-0-0.pt"))
         got = load("in-0-0.pt")
+        parts = sum(1 for k in channel._inbox if ".dev" in k)
         outputs = {"output": [t.sum() + t for t in got["args"]]}  # reads every byte
         t1 = time.perf_counter()
         save("out-0-0.pt", outputs)
@@ -102,13 +109,16 @@ def mechanism(mb: float, n: int) -> int:
         assert _sealed(channel.received("out-0-0.pt"))
         back = load("out-0-0.pt")
         float(sum(t.sum() for t in back["output"]))
+        if device != "cpu":
+            torch.cuda.synchronize()
         t2 = time.perf_counter()
         channel.forget_received()
         times.append((t1 - t0, t2 - t1))
     times = times[1:]
     there = statistics.median(a for a, _ in times)
     back = statistics.median(b for _, b in times)
-    print(f"{mb:g} MB of inputs there and {mb:g} MB of outputs back: {there + back:.3f} s (median of {n}; "
+    print(f"{mb:g} MB of inputs there and {mb:g} MB of outputs back ({device}; {parts} storages as device "
+          f"memory): {there + back:.3f} s (median of {n}; "
           f"there {there:.3f} s, back {back:.3f} s, each with a pass over every byte that reads it)")
     return 0
 

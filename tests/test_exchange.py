@@ -49,13 +49,14 @@ def test_a_draw_s_inputs_are_written_once_and_handed_again_sealed(tmp_path):
     channel.loop_back()
     hand_again(str(tmp_path / "in-0-1.pt"), kept)
     again = channel._outbox["in-0-1.pt"]
-    assert again != kept and os.fstat(again).st_ino == os.fstat(kept).st_ino == os.fstat(first).st_ino
+    assert again != kept.fd and os.fstat(again).st_ino == os.fstat(kept.fd).st_ino == os.fstat(first).st_ino
+    assert kept.storages == [] and kept.device_bytes == 0 and kept.host_bytes > 64 * 32 * 4
     assert fcntl.fcntl(again, fcntl.F_GET_SEALS) & SEALS == SEALS
     channel.loop_back()
     got = load("in-0-1.pt")["args"][0]
     got.add_(1.0)  # the reader's mapping is its own copy
     assert torch.equal(load("in-0-0.pt")["args"][0], x) and torch.equal(got, x + 1.0)
-    os.close(kept)
+    kept.close()
     channel.forget_received()
 
 
@@ -218,3 +219,86 @@ def test_shared_compile_layer_entries_are_promoted_and_read(tmp_path, monkeypatc
     assert LayeredCacheManager("KEY").get_file("k.cubin") == str(shared / WARM / "KEY" / "k.cubin")
     monkeypatch.setenv("GEAK_TRITON_LAYER", "../DIGEST")  # no way out of the layers by name
     assert LayeredCacheManager("KEY").get_file("k.cubin") == str(shared / WARM / "KEY" / "k.cubin")
+
+
+def _hand_raw(name: str, obj) -> None:
+    """``obj`` written with ``torch.save`` as it stands (no exchange.save), sealed, received."""
+    fd = os.memfd_create(name, os.MFD_ALLOW_SEALING)
+    with open(fd, "wb", closefd=False) as f:
+        torch.save(obj, f)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    channel.hand(name, fd)
+    channel.loop_back()
+
+
+def test_a_structure_in_another_format_or_with_a_forged_device_part_is_refused():
+    # What the other side wrote is read only in the exchange's own format, and its description
+    # of the storages that crossed as GPU memory (runner.worker.devmem) is checked before any
+    # is imported: a part that was not handed over, a tensor of a part that does not exist, a
+    # negative stride, an unknown dtype. On this CPU-only process a well-formed part still
+    # cannot be imported: the error says why, in the exchange's terms.
+    from runner.worker.exchange import FORMAT, ExchangeError
+    try:
+        _hand_raw("plain.pt", {"x": torch.ones(3)})  # torch.save alone: not the exchange's format
+        with pytest.raises(ExchangeError, match="not written by this exchange"):
+            load("plain.pt")
+        part = {"nbytes": 64, "size": 2 << 20, "device": "GPU-0"}
+        good = [0, 0, "float32", 0, [16], [1]]
+        for visits, parts, why in (
+                ([[0, 1, "float32", 0, [16], [1]]], [part], "described wrongly"),
+                ([[0, 0, "float32", 0, [16], [-1]]], [part], "described wrongly"),
+                ([[0, 0, "object", 0, [16], [1]]], [part], "described wrongly"),
+                ([good], [{"nbytes": 64, "device": "GPU-0"}], "described wrongly"),
+                ([good], [part], "was not handed over")):
+            _hand_raw("out-0-0.pt", (FORMAT, {"visits": visits, "parts": parts}, {"output": torch.empty(0)}))
+            with pytest.raises(ExchangeError, match=why):
+                load("out-0-0.pt")
+        r, w = os.pipe()
+        os.close(w)
+        channel.hand("out-0-0.pt.dev0", r)
+        _hand_raw("out-0-0.pt", (FORMAT, {"visits": [good], "parts": [part]}, {"output": torch.empty(0)}))
+        with pytest.raises(ExchangeError, match="a GPU this process does not have"):
+            load("out-0-0.pt")
+    finally:
+        channel.forget_received()
+
+
+def test_a_device_part_s_tensors_are_put_back_as_views_of_one_storage_and_never_outside_it():
+    # The tensors of a storage that crossed as GPU memory are rebuilt from the layout the
+    # writer described, as views of the one copy the reader took (here a CPU storage stands in
+    # for that copy: the rebuilding does not depend on the device); a layout that reaches past
+    # the storage's end is refused, never read (``set_`` would grow the storage instead).
+    from runner.worker.exchange import _restore
+    base = torch.arange(40, dtype=torch.float32).reshape(5, 8)
+    st = torch.empty(0, dtype=torch.uint8).set_(base.untyped_storage())
+    parts = {"visits": [[1, 0, "float32", 8, [4, 8], [8, 1]], [2, 0, "float32", 1, [8], [5]]],
+             "parts": [{"nbytes": 160, "size": 160, "device": "-"}]}
+    obj = {"a": 3, "b": [torch.ones(2), torch.empty(0), torch.empty(0)]}
+    got = _restore(obj, parts, [st])
+    assert torch.equal(got["b"][0], torch.ones(2))
+    assert torch.equal(got["b"][1], base[1:]) and got["b"][1].stride() == (8, 1)
+    assert torch.equal(got["b"][2], base.flatten()[1::5][:8])
+    assert got["b"][1].untyped_storage().data_ptr() == got["b"][2].untyped_storage().data_ptr()
+    for offset, size, stride in ((0, [41], [1]), (39, [2], [1]), (0, [5, 9], [8, 1]), (0, [2, 2], [0, 40])):
+        with pytest.raises(ValueError, match="reaching"):
+            _restore([torch.empty(0)], {"visits": [[0, 0, "float32", offset, size, stride]], "parts": parts["parts"]},
+                     [st])
+    assert _restore([torch.empty(0)], {"visits": [[0, 0, "float32", 39, [1], [1]]], "parts": parts["parts"]},
+                    [st])[0].item() == 39.0
+
+
+def test_the_pool_passes_on_a_device_part_only_under_its_name_and_never_an_unsealed_file():
+    # A handed descriptor that is not a sealed memfd passes the pool only as a device part:
+    # named as one and neither a regular file nor a folder. An unsealed memfd named as a device
+    # part is dropped like any unsealed memfd.
+    from runner.judge.process import _device_part, sealed
+    r, w = os.pipe()
+    m = os.memfd_create("x", os.MFD_ALLOW_SEALING)
+    try:
+        assert _device_part("out-0-0.pt.dev0", r) and _device_part("time-3.pt.dev12", r)
+        assert not _device_part("out-0-0.pt", r) and not _device_part("out-0-0.pt.devx", r)
+        assert not _device_part(".dev0", r)
+        assert not _device_part("out-0-0.pt.dev0", m) and not sealed(m)
+    finally:
+        for fd in (r, w, m):
+            os.close(fd)

@@ -349,3 +349,84 @@ def test_a_record_leaves_the_device_with_its_layout_sharing_and_device():
         assert got["n"] == 3
     finally:
         channel.forget_received()
+
+
+def test_a_large_record_crosses_as_device_memory_mapped_read_only_and_copied_at_once():
+    # A storage of DEVICE_PART_MIN_BYTES or more crosses as GPU memory (runner.worker.devmem):
+    # the sealed memfd holds only the structure; the part is an allocation of its own, exported
+    # by the driver, which the pool passes on as a device part. The reader gets the same values,
+    # layout and sharing in memory of its own: a later change on the writer's side reaches
+    # neither the reader's copy nor what was handed.
+    import os
+
+    import torch
+
+    from runner.judge.process import _device_part, sealed
+    from runner.worker import channel, devmem
+    from runner.worker.exchange import DEVICE_PART_MIN_BYTES, load, save
+    assert devmem.available("cuda")
+    base = torch.randn(2048, 2048, device="cuda")  # 16 MB
+    assert base.untyped_storage().nbytes() >= DEVICE_PART_MIN_BYTES
+    rec = {"t": base.t(), "row": [base[3, 100:200]], "n": 3}
+    save("r.pt", rec)
+    assert sorted(channel._outbox) == ["r.pt", "r.pt.dev0"]
+    assert sealed(channel._outbox["r.pt"]) and os.fstat(channel._outbox["r.pt"]).st_size < 64 * 1024
+    assert _device_part("r.pt.dev0", channel._outbox["r.pt.dev0"])
+    channel.loop_back()
+    try:
+        got = load("r.pt")
+        assert got["t"].device.type == "cuda" and got["t"].stride() == (1, 2048)
+        assert torch.equal(got["t"], base.t()) and torch.equal(got["row"][0], base[3, 100:200])
+        assert got["t"].untyped_storage().data_ptr() == got["row"][0].untyped_storage().data_ptr()
+        assert got["t"].untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+        before = got["t"].clone()
+        base.add_(1.0)
+        assert torch.equal(got["t"], before)
+    finally:
+        channel.forget_received()
+
+
+def test_a_kept_draw_is_exported_afresh_for_each_reader():
+    # The reference hands the same draw to every candidate. A reader can map what it is handed
+    # writable (the driver cannot forbid that), so each hand-over exports a fresh allocation from
+    # the reference's private copy: a candidate that wrote into its part reaches no later one.
+    import ctypes
+
+    import torch
+
+    from runner.worker import channel, devmem
+    from runner.worker.exchange import hand_again, load, save
+    x = torch.randn(4 << 20, device="cuda")  # 16 MB
+    kept = save("in-0-0.pt", {"args": [x]}, keep=True)
+    assert kept.device_bytes == x.untyped_storage().nbytes()
+    channel.loop_back()
+    try:
+        first = load("in-0-0.pt")["args"][0]
+        # A writer of its own: map the handed allocation writable and change it.
+        fd = channel.received("in-0-0.pt.dev0")
+        h = ctypes.c_ulonglong()
+        devmem._ok("import", devmem._driver().cuMemImportFromShareableHandle(
+            ctypes.byref(h), ctypes.c_void_p(fd), devmem._POSIX_FD))
+        size = devmem._granularity(0) * -(-x.untyped_storage().nbytes() // devmem._granularity(0))
+        ptr = devmem._map(h.value, size, 0, devmem._READ_WRITE)
+        devmem._bytes_at(ptr, 16, torch.device("cuda", 0)).fill_(7)
+        torch.cuda.synchronize()
+        devmem._unmap(ptr, size)
+        devmem._driver().cuMemRelease(h)
+        x.add_(1.0)  # and the reference's own tensor changes after the hand-over
+        hand_again("in-0-1.pt", kept)
+        channel.loop_back()
+        second = load("in-0-1.pt")["args"][0]
+        assert torch.equal(first, second) and torch.equal(second, x - 1.0)
+    finally:
+        kept.close()
+        channel.forget_received()
+
+
+def test_a_one_element_error_in_a_256_mb_output_that_crossed_as_device_memory_is_caught(gproject, gpu_runner):
+    # Inputs (two 256 MB tensors) and the output cross as device memory both ways; the judge
+    # compares the copy it took, and one wrong element of 2^26 is found.
+    gproject.write("cand.py", kernel_variant(value="tl.where(offs == n - 1, 1.5, tl.maximum(x + y, 0.0))"))
+    r = gproject.evaluate(gpu_runner, "ref.py::add_relu", "cand.py::add_relu")
+    assert r.status == "mismatch" and not r.correct, r.message
+    assert "output[67108863]" in r.cases[0].detail, r.cases[0].detail

@@ -65,6 +65,20 @@ def sealed(fd: int) -> bool:
         return False
 
 
+def _device_part(name: str, fd: int) -> bool:
+    """Whether ``fd``, handed as ``name``, may pass as a device part: named as one, and no
+    regular file or folder (an exported allocation is neither; its reader imports it through the
+    GPU driver, which refuses anything else)."""
+    head, _, k = name.rpartition(".dev")
+    if not head or not k.isdigit():
+        return False
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 class Stopped(Exception):
     """A job ended during an op: it died, timed out, or was killed for memory."""
 
@@ -191,14 +205,17 @@ class WorkerProcess:
     def _take_fds(self, msg: dict) -> bool:
         """The shared-memory files a reply hands over (its "fds" names, in the order sent) go
         to ``outbox``; each must be a memfd sealed against any change (``exchange.SEALS``),
-        else it is dropped (the other side finds it not written). False: a protocol breach."""
+        else it is dropped (the other side finds it not written). A device part
+        (``exchange.is_device_part``: GPU memory exported by the driver, ``runner.worker.devmem``)
+        cannot be sealed: its reader only imports it through the driver, maps it read-only and
+        copies it at once, and reads nothing else from it. False: a protocol breach."""
         names = msg.pop("fds")
         if not isinstance(names, list) or len(names) > MAX_FDS or len(names) > len(self._fd_queue):
             self.kill("protocol", "a message named shared-memory files it did not carry")
             return False
         for name in names:
             fd = self._fd_queue.pop(0)
-            if not isinstance(name, str) or not sealed(fd):
+            if not isinstance(name, str) or not (sealed(fd) or _device_part(name, fd)):
                 os.close(fd)
                 continue
             old = self.outbox.pop(name, None)

@@ -35,7 +35,7 @@ from . import autotune_pin, channel
 from .compare import Comparison, bitwise_equal, compare, numel, summarize, tensors
 from .errors import Failure
 from .exchange import (PATTERN_A, PATTERN_B, RERUN_CANARIES, TooLarge, any_pattern, clone_layout, float_canary,
-                       hand_again, is_same_as_given, NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks,
+                       hand_again, is_same_as_given, Kept, NotTransferable, guard_inputs, leave_out, leaves, load, merge_masks,
                        refill_bands, save,
                        to_transfer, unwritten, varying, varying_numbers)
 from .inputs import Call, InputError, discover, unit_tests
@@ -574,15 +574,15 @@ class ReferenceSide(Side):
         if kept is not None and kept.get("time_handed") is not None:
             hand_again(path, kept["time_handed"])
             return dict(kept["time_reply"])
-        reply, fd = self.write_time_inputs(case, path)
-        if fd is not None:
-            if self.memo.attach(key, "time_handed", fd):  # only onto the entry found above
+        reply, handed = self.write_time_inputs(case, path)
+        if handed is not None:
+            if self.memo.attach(key, "time_handed", handed):  # only onto the entry found above
                 kept["time_reply"] = dict(reply)
             else:
-                os.close(fd)
+                handed.close()
         return reply
 
-    def write_time_inputs(self, case: int, path: str) -> tuple[dict, Optional[int]]:
+    def write_time_inputs(self, case: int, path: str) -> tuple[dict, Optional[Kept]]:
         if self.unit == "tests":
             # Calls whose arguments cannot be handed to the candidate's process (exchange.
             # to_transfer says which can) are not timed, and the verdict says why.
@@ -602,7 +602,7 @@ class ReferenceSide(Side):
         call = self.inputs(case, self.seed(case, 0))
         return {"calls": 1}, self.hand_inputs(path, call, self.found.cases[case].label, keep=True)
 
-    def hand_inputs(self, name: str, call: Call, label: str, keep: bool = False) -> Optional[int]:
+    def hand_inputs(self, name: str, call: Call, label: str, keep: bool = False) -> Optional[Kept]:
         """A call's inputs to the candidate's process: tensors as they are (layout kept), a
         Triton dtype by name, an object of the file's own classes (a config, an ``nn.Module``)
         by what it holds, rebuilt there from the candidate's class of that name
@@ -778,10 +778,12 @@ class Memo:
     def put(self, key: tuple, entry: dict) -> None:
         size, on_device = _nbytes(entry)
         handed = entry.get("handed")
-        if handed is not None:  # the sealed memfd of the inputs handed over: host memory too
+        if handed is not None:  # the inputs handed over (exchange.Kept): host memory, and device memory
             try:
-                size += os.fstat(handed).st_size
+                size += handed.host_bytes + handed.device_bytes
+                on_device += handed.device_bytes
             except OSError:
+                handed.close()
                 entry["handed"] = None
         if size > self.limit:
             _close(entry)
@@ -793,20 +795,21 @@ class Memo:
         while self.bytes > self.limit:
             self.drop(next(iter(self.entries)))
 
-    def attach(self, key: tuple, field: str, fd: int) -> bool:
-        """Keep the sealed memfd ``fd`` with the entry of ``key`` as ``field`` (its bytes counted,
-        closed when the entry goes). False when there is no such entry or it does not fit."""
+    def attach(self, key: tuple, field: str, kept: "Kept") -> bool:
+        """Keep what was handed over (``kept``) with the entry of ``key`` as ``field`` (its bytes
+        counted, closed when the entry goes). False when there is no such entry or it does not fit."""
         got = self.entries.get(key)
         if got is None or got[0].get(field) is not None:
             return False
         try:
-            size = os.fstat(fd).st_size
+            size = kept.host_bytes + kept.device_bytes
         except OSError:
             return False
         if got[1] + size > self.limit:
             return False
-        got[0][field] = fd
-        self.entries[key] = (got[0], got[1] + size, got[2])
+        got[0][field] = kept
+        self.entries[key] = (got[0], got[1] + size, got[2] + kept.device_bytes)
+        self.device_bytes += kept.device_bytes
         self.bytes += size
         while self.bytes > self.limit and len(self.entries) > 1:
             oldest = next(iter(self.entries))
@@ -822,15 +825,12 @@ class Memo:
 
 
 def _close(entry: dict) -> None:
-    """Close the sealed memfds kept with a memo entry."""
+    """Let go of what was kept with a memo entry to be handed again (``exchange.Kept``)."""
     for field in ("handed", "time_handed"):
-        fd = entry.get(field)
+        kept = entry.get(field)
         entry[field] = None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        if kept is not None:
+            kept.close()
 
 
 def _nbytes(obj: Any) -> tuple[int, int]:

@@ -195,7 +195,12 @@ def _harness_dtype(torch, name: str, device: str) -> None:
 
 def _harness_record(torch, device: str) -> None:
     """A device tensor handed over (``save`` through host memory) and read back (``load`` onto
-    the device), as each record is (the last part of ``gpu_part``)."""
-    from .exchange import OFF_DEVICE_MIN_BYTES
+    the device), as each record is, then one large enough to cross as device memory
+    (``runner.worker.devmem``: the driver's export, import and read-only mapping) (the last
+    part of ``gpu_part``)."""
+    from .exchange import DEVICE_PART_MIN_BYTES, OFF_DEVICE_MIN_BYTES
     big = torch.zeros(OFF_DEVICE_MIN_BYTES // 4 + 1024, device=device)
     _hand_over_and_back({"output": big, "inputs_after": [None], "grads": None})
+    del big
+    part = torch.zeros(DEVICE_PART_MIN_BYTES // 4, device=device)
+    _hand_over_and_back({"output": part, "inputs_after": [None], "grads": None})
