@@ -17,8 +17,8 @@ byte read, then the same size of outputs back the same way. Passing a descriptor
 processes costs the same whatever its size, so one process shows the cost per byte.
 
 ``--device cuda``: the tensors live on the GPU. Storages of at least
-``exchange.DEVICE_PART_MIN_BYTES`` then cross as GPU memory (``runner.worker.devmem``) unless
-``GEAK_DEVICE_HANDOVER=0`` is set, which sends them through the host as before: run it both
+``exchange.DEVICE_PART_MIN_BYTES`` then cross as GPU memory (``runner.worker.devmem``) with
+``GEAK_DEVICE_HANDOVER=1``, and through the host with ``GEAK_DEVICE_HANDOVER=0``: run it both
 ways to compare.
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,10 @@ import pytest
 from conftest import ADD_RELU, Project, flag_codes, kernel_variant
 
 pytestmark = pytest.mark.gpu
+
+# Large CUDA storages cross between the workers as device memory in every test here, whatever
+# the default (runner.worker.devmem.ON_BY_DEFAULT); set before any worker or fork server starts.
+os.environ.setdefault("GEAK_DEVICE_HANDOVER", "1")
 
 BIG = ADD_RELU.replace("INPUT_CASES = [dict(n=300), dict(n=2048)]",
                        "INPUT_CASES = [dict(n=1 << 26), dict(n=1 << 16)]")

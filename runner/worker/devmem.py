@@ -17,9 +17,9 @@ crosses the pool's socket as the sealed memfds do (``runner.worker.channel``):
 
 Measured on an H100 by ``scripts/device_ipc_probe.py`` (two processes in PID namespaces of
 their own): 4 MB there and copied in about 4 ms in all, 100 MB in about 2.5 ms; the memory stays
-readable after the writer has exited. On AMD GPUs (HIP) and where the driver refuses,
-``available()`` is False and the storages cross through the host as before
-(``runner.worker.exchange``).
+readable after the writer has exited. On AMD GPUs (HIP), where the driver refuses, and unless
+turned on (``GEAK_DEVICE_HANDOVER=1``; ``ON_BY_DEFAULT``), ``available()`` is False and the
+storages cross through the host as before (``runner.worker.exchange``).
 """
 
 from __future__ import annotations
@@ -110,16 +110,28 @@ def uuid(device) -> str:
     return str(torch.cuda.get_device_properties(_ordinal(device)).uuid)
 
 
+ON_BY_DEFAULT = False
+"""Whether large CUDA storages cross as device memory unless ``GEAK_DEVICE_HANDOVER`` says
+otherwise. Off until the hand-over has run inside the evaluator on a GPU (the mechanism alone
+has: ``scripts/device_ipc_probe.py``)."""
+
+
+def wanted() -> bool:
+    v = os.environ.get("GEAK_DEVICE_HANDOVER")
+    return ON_BY_DEFAULT if v is None else v == "1"
+
+
 def available(device) -> bool:
-    """Whether storages on ``device`` can be handed over as device memory: a CUDA device (not
-    HIP), the driver's virtual memory API, and POSIX-fd handles. Decided once per process;
-    ``GEAK_DEVICE_HANDOVER=0`` turns it off (the storages then cross through the host)."""
+    """Whether storages on ``device`` can be handed over as device memory: wanted
+    (``GEAK_DEVICE_HANDOVER=1``, or ``ON_BY_DEFAULT``), a CUDA device (not HIP), the driver's
+    virtual memory API, and POSIX-fd handles. Decided once per process; otherwise the storages
+    cross through the host."""
     if "available" in _state:
         return bool(_state["available"])
     ok = False
     try:
         import torch
-        if os.environ.get("GEAK_DEVICE_HANDOVER", "1") != "0" and torch.device(device).type == "cuda" \
+        if wanted() and torch.device(device).type == "cuda" \
                 and torch.version.cuda is not None and getattr(torch.version, "hip", None) is None:
             ordinal = _ordinal(device)
             supported = ctypes.c_int(0)
