@@ -42,7 +42,7 @@ def same(x):
 
 
 def get_inputs():
-    return [torch.randn(N)]
+    return [torch.randn(N, device={device!r})]
 '''
 
 
@@ -64,7 +64,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as d:
             for label, n in (("small", 1024), ("large", int(args.mb * 2 ** 20 / 4))):
                 path = Path(d) / f"{label}.py"
-                path.write_text(TARGET.format(n=n))
+                path.write_text(TARGET.format(n=n, device="cuda" if args.device == "cuda" else "cpu"))
                 opts = EvalOptions(trials=1, timing=False, device=args.device,
                                    interpreter_max_elements=1 << 30)
                 req, _, _ = build_request(f"{path}::same", None, opts, root=Path(d))
