@@ -32,30 +32,13 @@ import subprocess
 import sys
 import time
 
+from runner.worker.devmem import _Access, _Location, _Prop  # the driver's structures, as the evaluator uses them
+
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
 CU_MEM_LOCATION_TYPE_DEVICE = 1
 CU_MEM_ACCESS_FLAGS_PROT_READ = 1
 CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
-
-
-class _Location(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class _AllocFlags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
-
-
-class _Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
-                ("location", _Location), ("win32HandleMetaData", ctypes.c_void_p),
-                ("allocFlags", _AllocFlags)]
-
-
-class _Access(ctypes.Structure):
-    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
 
 
 class Driver:
