@@ -598,8 +598,17 @@ def _checked_parts(parts: Any) -> dict:
 
 
 def _import_parts(name: str, parts: dict, device: Optional[str]) -> list:
+    """Each device part described, copied into this process's own memory. A writer can hand
+    over more than this side can hold: past half of the GPU memory free here, nothing is taken
+    (the error is the writer's, not an out-of-memory failure of this side)."""
     from . import devmem
     storages = []
+    total = sum(p["nbytes"] for p in parts["parts"])
+    if devmem.available("cuda"):
+        free, _ = torch.cuda.mem_get_info()
+        if total > free // 2:
+            raise ExchangeError(f"{name}: {total} bytes of device memory handed over, more than half of "
+                                f"the {free} free here")
     for k, p in enumerate(parts["parts"]):
         fd = channel.received(part_name(name, k))
         if fd is None:
