@@ -302,3 +302,32 @@ def test_the_pool_passes_on_a_device_part_only_under_its_name_and_never_an_unsea
     finally:
         for fd in (r, w, m):
             os.close(fd)
+
+
+def test_a_kept_draw_whose_device_parts_cannot_be_exported_again_is_written_out_instead(monkeypatch):
+    # hand_again exports each device part of a kept draw afresh. Where the driver gives no
+    # allocation (here: its export refused), the same draw is written through the host under the
+    # same name instead, never left unhanded. A CPU tensor stands in for the kept device copy.
+    from runner.worker import devmem, exchange
+    x = torch.arange(64, dtype=torch.float32)
+    save("in-0-0.pt", {"args": [torch.empty(0)]})  # a structure with one placeholder
+    fd = channel._outbox.pop("in-0-0.pt")
+    data = torch.load(f"/proc/self/fd/{fd}", weights_only=True)
+    os.close(fd)
+    parts = {"visits": [[0, 0, "float32", 0, [64], [1]]], "parts": [{"nbytes": 256, "size": 256, "device": "-"}]}
+    m = os.memfd_create("in.pt", os.MFD_ALLOW_SEALING)
+    with open(m, "wb", closefd=False) as f:
+        torch.save((data[0], parts, data[2]), f)
+    kept = exchange.Kept(m, [torch.empty(0, dtype=torch.uint8).set_(x.untyped_storage())])
+
+    def refused(st, device):
+        raise devmem.DeviceMemoryError("cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY")
+    monkeypatch.setattr(devmem, "export", refused)
+    try:
+        hand_again("in-0-1.pt", kept)
+        assert sorted(channel._outbox) == ["in-0-1.pt"]
+        channel.loop_back()
+        assert torch.equal(load("in-0-1.pt")["args"][0], x)
+    finally:
+        kept.close()
+        channel.forget_received()

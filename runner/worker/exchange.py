@@ -544,9 +544,19 @@ def save(path: str, obj: Any, keep: bool = False) -> Optional[Kept]:
 def hand_again(path: str, kept: Kept) -> None:
     """Hand what ``kept`` holds (from ``save(..., keep=True)``) again, as ``basename(path)``:
     the same sealed memfd, and a fresh export of each device part."""
+    from . import devmem
     name = os.path.basename(path)
     if kept.storages:
-        _hand_parts(name, kept.storages, {"parts": [{} for _ in kept.storages]})
+        try:
+            _hand_parts(name, kept.storages, {"parts": [{} for _ in kept.storages]})
+        except devmem.DeviceMemoryError:  # no allocation to be had now: written out again instead
+            for k in range(len(kept.storages)):
+                old = channel._outbox.pop(part_name(name, k), None)
+                if old is not None:
+                    os.close(old)
+            data = torch.load(f"/proc/self/fd/{kept.fd}", weights_only=True, mmap=True)
+            save(path, _restore(data[2], _checked_parts(data[1]), kept.storages))
+            return
     channel.hand(name, os.dup(kept.fd))
 
 
@@ -556,8 +566,8 @@ class ExchangeError(Exception):
 
 def _restore(obj: Any, parts: dict, storages: list) -> Any:
     """``obj`` with the tensors ``_device_parts`` replaced put back, each a view of its part's
-    storage (``storages``: uint8 tensors) with the layout recorded. ``set_`` refuses a view
-    outside its storage."""
+    storage (``storages``: uint8 tensors) with the layout recorded. A layout that reaches past
+    its storage is refused (ValueError): ``set_`` would grow the storage to fit."""
     at = {v[0]: v for v in parts["visits"]}
     count = [0]
 
