@@ -206,7 +206,7 @@ class WorkerProcess:
         """The shared-memory files a reply hands over (its "fds" names, in the order sent) go
         to ``outbox``; each must be a memfd sealed against any change (``exchange.SEALS``),
         else it is dropped (the other side finds it not written). A device part
-        (``exchange.is_device_part``: GPU memory exported by the driver, ``runner.worker.devmem``)
+        (named as ``exchange.part_name`` names them: GPU memory exported by the driver, ``runner.worker.devmem``)
         cannot be sealed: its reader only imports it through the driver, maps it read-only and
         copies it at once, and reads nothing else from it. False: a protocol breach."""
         names = msg.pop("fds")

@@ -30,7 +30,7 @@ from typing import Any, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import channel
+from . import channel, devmem
 from .compare import compare, map_tensors, outside
 from ..schema import UNWRITTEN, VARYING
 
@@ -423,18 +423,12 @@ def part_name(name: str, k: int) -> str:
     return f"{name}.dev{k}"
 
 
-def is_device_part(name: str) -> bool:
-    head, _, k = name.rpartition(".dev")
-    return bool(head) and k.isdigit()
-
-
 def _device_parts(obj: Any) -> tuple[Any, dict, list]:
     """``obj`` with each tensor of a large CUDA storage replaced by an empty host tensor, and
     ``parts``: ``{"visits": [[visit, part, dtype, offset, size, stride], ...], "parts":
     [{"nbytes", "device"}, ...]}``, ``visit`` counting the tensors of ``obj`` in
     ``map_tensors``' order (views of one storage share a part). Also the storages, as uint8
     tensors. Nothing is replaced where device memory cannot be handed over."""
-    from . import devmem
     visits: list = []
     parts: list = []
     storages: list = []
@@ -495,7 +489,6 @@ class Kept:
 
 
 def _hand_parts(name: str, storages: list, parts: dict) -> None:
-    from . import devmem
     for k, (st, part) in enumerate(zip(storages, parts["parts"])):
         fd, size = devmem.export(st, st.device)
         if part.setdefault("size", size) != size:
@@ -504,23 +497,27 @@ def _hand_parts(name: str, storages: list, parts: dict) -> None:
         channel.hand(part_name(name, k), fd)
 
 
+def _drop_parts(name: str, n: int) -> None:
+    """Take back the device parts of ``name`` not yet sent (an export failed part-way)."""
+    for k in range(n):
+        old = channel._outbox.pop(part_name(name, k), None)
+        if old is not None:
+            os.close(old)
+
+
 def save(path: str, obj: Any, keep: bool = False) -> Optional[Kept]:
     """Hand ``obj`` to the other side as ``basename(path)``: written (``torch.save``) into a
     memfd, sealed, and sent with this side's next reply; the pool passes it on. Large CUDA
     storages cross as device memory beside it (``runner.worker.devmem``), each as
     ``part_name(name, k)``. With ``keep``, what is needed to hand the same again
     (``hand_again``) instead of writing the same data once more."""
-    from . import devmem
     name = os.path.basename(path)
     obj, parts, storages = _device_parts(obj)
     if storages:
         try:
             _hand_parts(name, storages, parts)
         except devmem.DeviceMemoryError:  # through the host after all
-            for k in range(len(storages)):
-                old = channel._outbox.pop(part_name(name, k), None)
-                if old is not None:
-                    os.close(old)
+            _drop_parts(name, len(storages))
             obj = _restore(obj, parts, storages)
             parts, storages = {"visits": [], "parts": []}, []
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -544,16 +541,12 @@ def save(path: str, obj: Any, keep: bool = False) -> Optional[Kept]:
 def hand_again(path: str, kept: Kept) -> None:
     """Hand what ``kept`` holds (from ``save(..., keep=True)``) again, as ``basename(path)``:
     the same sealed memfd, and a fresh export of each device part."""
-    from . import devmem
     name = os.path.basename(path)
     if kept.storages:
         try:
             _hand_parts(name, kept.storages, {"parts": [{} for _ in kept.storages]})
         except devmem.DeviceMemoryError:  # no allocation to be had now: written out again instead
-            for k in range(len(kept.storages)):
-                old = channel._outbox.pop(part_name(name, k), None)
-                if old is not None:
-                    os.close(old)
+            _drop_parts(name, len(kept.storages))
             data = torch.load(f"/proc/self/fd/{kept.fd}", weights_only=True, mmap=True)
             save(path, _restore(data[2], _checked_parts(data[1]), kept.storages))
             return
@@ -580,8 +573,8 @@ def _restore(obj: Any, parts: dict, storages: list) -> Any:
         _, k, dtype, offset, size, stride = v
         st = storages[k]
         dt = _DTYPES[dtype]
-        item = torch.empty(0, dtype=dt).element_size()
-        end = 0 if 0 in size else (offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))) * item
+        ext = _extent(size, stride)
+        end = (offset + ext) * dt.itemsize if ext else 0
         if end > st.numel() or len(size) != len(stride):  # set_ would grow the storage instead
             raise ValueError(f"a {dtype} tensor reaching {end} bytes into a part of {st.numel()}")
         return torch.empty(0, dtype=dt, device=st.device).set_(st.untyped_storage(), offset, size, stride)
@@ -611,7 +604,6 @@ def _import_parts(name: str, parts: dict, device: Optional[str]) -> list:
     """Each device part described, copied into this process's own memory. A writer can hand
     over more than this side can hold: past half of the GPU memory free here, nothing is taken
     (the error is the writer's, not an out-of-memory failure of this side)."""
-    from . import devmem
     storages = []
     total = sum(p["nbytes"] for p in parts["parts"])
     if devmem.available("cuda"):
