@@ -493,6 +493,31 @@ def process_table() -> dict[int, int]:
     return table
 
 
+_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def children(pid: int) -> Optional[list[int]]:
+    """The children of ``pid`` (zombies included) from ``/proc/PID/task/*/children``: a few small
+    reads, where the whole process table is a read per process on the machine. The kernel
+    does not hold the list still across reads, so a child that forks or exits meanwhile may be
+    missed; a caller that must find every one reads ``process_table``. None where the kernel
+    keeps no such file (``CONFIG_PROC_CHILDREN``) or ``pid`` is gone."""
+    if not _CHILDREN_FILE:
+        return None
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass  # that thread is gone
+    return out
+
+
 def descendants(root: int, table: Optional[dict[int, int]] = None) -> list[int]:
     """Every process below ``root`` (not ``root`` itself), parents before children."""
     table = process_table() if table is None else table

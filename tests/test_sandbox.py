@@ -117,6 +117,53 @@ def test_escaped_children_and_sleepers_die_with_the_job(p, runner):
     assert alive_with("sleep 98") == []
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()
+
+
+def test_a_keeper_killed_from_outside_leaves_nothing_of_its_job(p, runner):
+    """A job's keeper killed by someone other than the pool: its child, which the pool no longer
+    counts as the job's, dies with it (its parent-death signal; the fork server, a subreaper,
+    sweeps any child that is not a keeper), the candidate's sleeper with them, the evaluation
+    ends and the runner goes on."""
+    import threading
+    p.write("cand.py", kernel_variant(extra='''
+        import subprocess, time
+        _kids = []
+    ''', pre='''    if not _kids:
+        _kids.append(subprocess.Popen(["sleep", "974"]))
+    time.sleep(60)'''))
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=p.evaluate(
+        runner, "ref.py::add_relu", "cand.py::add_relu", trials=1, cases=[0],
+        limits=Limits(import_s=60, run_s=120, timing_s=60))))
+    t.start()
+    deadline = time.monotonic() + 60
+    while not alive_with("sleep 974") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [sleeper] = alive_with("sleep 974")
+    # Up from the sleeper: the keeper is the process whose parent is the fork server (the one
+    # runner.worker.zygote process whose parent is not one).
+    chain = [sleeper]
+    while b"runner.worker.zygote" in _cmdline(_parent(_parent(chain[-1]))):
+        chain.append(_parent(chain[-1]))
+    keeper = chain[-1]
+    os.kill(keeper, 9)
+    t0 = time.monotonic()
+    while alive_with("sleep 974") and time.monotonic() - t0 < 15:
+        time.sleep(0.1)
+    assert alive_with("sleep 974") == []
+    t.join(120)
+    assert not t.is_alive() and out["r"].status != "ok", out
+    assert p.evaluate(runner, "ref.py::add_relu", "ref.py::add_relu", trials=1, cases=[0]).status == "ok"
+
+
 def test_memory_held_by_a_child_counts(p, runner):
     p.write("cand.py", kernel_variant(extra='''
         import subprocess, sys, time

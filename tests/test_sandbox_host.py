@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -181,6 +182,50 @@ def test_the_cli_warns_once_where_code_is_not_sandboxed():
     result = json.loads(r.stdout)
     assert result["sandbox"]["filesystem"].startswith("NOT confined")
     assert r.stderr.count("warning: this runner does not sandbox evaluated code") == 1, r.stderr
+
+
+def test_a_process_s_own_list_of_children_names_what_the_process_table_does():
+    """sandbox.children (the fork server's sweep, five times a second) against the whole table:
+    children forked by the main thread and by another one, and an orphan taken in as a
+    subreaper; the exited ones left as zombies are the only difference."""
+    script = textwrap.dedent('''
+        import os, sys, threading, time
+        from runner import sandbox
+        sandbox.set_subreaper()
+        kids = []
+        def fork_sleeper():
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(30); os._exit(0)
+            kids.append(pid)
+        fork_sleeper()
+        t = threading.Thread(target=lambda: (fork_sleeper(), time.sleep(3)))
+        t.start()
+        r, w = os.pipe()
+        mid = os.fork()
+        if mid == 0:  # leaves its own child to us, then exits
+            if os.fork() == 0:
+                time.sleep(30); os._exit(0)
+            os._exit(0)
+        os.waitpid(mid, 0)
+        time.sleep(0.5)
+        done = os.fork()
+        if done == 0:
+            os._exit(0)
+        time.sleep(0.5)  # a zombie now
+        me = os.getpid()
+        listed = sandbox.children(me)
+        table = {p for p, pp in sandbox.process_table().items() if pp == me}
+        print(sorted(listed), sorted(table), done, file=sys.stderr)
+        assert listed is not None
+        assert set(listed) - {done} == table and done in listed and len(table) == 3, (listed, table)
+        assert sandbox.children(2 ** 22 + 7) is None
+        for p in table:
+            os.kill(p, 9)
+    ''')
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
 
 
 def test_a_link_planted_under_a_pool_root_name_is_not_followed(tmp_path):
