@@ -57,23 +57,6 @@ REFERENCE_STATE = ("seed", "cases", "device", "unit", "interpreter_max_elements"
 """The options a reference worker's loaded state depends on: its input cases and their draws."""
 
 
-
-
-
-
-
-
-
-
-
-
-# --------------------------------------------------------------------------- one worker process
-
-
-
-
-
-
 # --------------------------------------------------------------------------- the fork server
 
 
@@ -173,8 +156,6 @@ class ForkServer:
 
 
 # --------------------------------------------------------------------------- the pool
-
-
 
 
 def effective_limits(asked: Optional[Limits], ceiling: Optional[Limits]) -> Limits:

@@ -1089,8 +1089,6 @@ def any_pattern(obj: Any, byte: int = PATTERN_A) -> bool:
     return False
 
 
-
-
 def varying(run_a: Any, run_b: Any, tols=None) -> dict[str, torch.Tensor]:
     """Per tensor path: the elements where two runs of the same code on the same inputs disagree
     by more than the tolerance (a race, atomics in another order, a read of memory nobody
